@@ -1,0 +1,118 @@
+// Package testdb gives each test a fresh, fully migrated database cloned by pgtestdb from a
+// template built with the project's own migrator (internal/migrate), on the cluster named by
+// DATABASE_URL (set by `make test`; see scripts/pg.sh).
+package testdb
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver for pgtestdb
+	"github.com/peterldowns/pgtestdb"
+
+	"github.com/oceanway/pgoutbox/internal/migrate"
+)
+
+type migrator struct{}
+
+func (migrator) Hash() (string, error) { return migrate.Hash() }
+
+func (migrator) Migrate(ctx context.Context, _ *sql.DB, conf pgtestdb.Config) error {
+	conn, err := pgx.Connect(ctx, conf.URL())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	return migrate.Up(ctx, conn)
+}
+
+// Config returns the pgtestdb configuration derived from DATABASE_URL. The test role is a
+// superuser so that tests can SET ROLE to every kernel role and exercise the real grants.
+func Config(t testing.TB) pgtestdb.Config {
+	t.Helper()
+	raw := os.Getenv("DATABASE_URL")
+	if raw == "" {
+		t.Fatal("DATABASE_URL is not set: run the tests with `make test` (it starts the local cluster)")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatalf("parse DATABASE_URL: %v", err)
+	}
+	pw, _ := u.User.Password()
+	opts := u.Query()
+	if opts.Get("sslmode") == "" {
+		opts.Set("sslmode", "disable")
+	}
+	return pgtestdb.Config{
+		DriverName: "pgx",
+		Host:       u.Hostname(),
+		Port:       u.Port(),
+		User:       u.User.Username(),
+		Password:   pw,
+		Database:   strings.TrimPrefix(u.Path, "/"),
+		Options:    opts.Encode(),
+		TestRole: &pgtestdb.Role{
+			Username:     "pgoutbox_test",
+			Password:     "pgoutbox_test",
+			Capabilities: "SUPERUSER",
+		},
+		ForceTerminateConnections: true,
+	}
+}
+
+// URL creates a fresh migrated database and returns its connection string.
+func URL(t testing.TB) string {
+	t.Helper()
+	conf := pgtestdb.Custom(t, Config(t), migrator{})
+	return conf.URL()
+}
+
+// New creates a fresh migrated database and returns a pool connected to it as a superuser.
+func New(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	return Pool(t, URL(t))
+}
+
+// Pool opens a pool on dsn that is closed when the test ends.
+func Pool(t testing.TB, dsn string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatalf("parse pool config: %v", err)
+	}
+	cfg.MaxConns = 16
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// Conn opens a single connection on dsn, optionally switched to role (SET ROLE), closed when
+// the test ends. Tests use it to call the SQL API as the role a real caller would use.
+func Conn(t testing.TB, dsn, role string) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	if role != "" {
+		if _, err := conn.Exec(ctx, fmt.Sprintf("SET ROLE %s", pgx.Identifier{role}.Sanitize())); err != nil {
+			t.Fatalf("set role %s: %v", role, err)
+		}
+	}
+	return conn
+}

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Throw-away local PostgreSQL cluster for development, tests and the demo.
+#   scripts/pg.sh up|down|url|status
+# The cluster lives in .pgdata/ inside the checkout when the postgres OS user can reach it,
+# otherwise under /tmp/pgoutbox-<hash of the checkout path>. Port and socket are derived from
+# the same hash, so two checkouts never share a cluster. DATABASE_URL overrides everything:
+# with it set, `up` and `down` do nothing and `url` prints it.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+hash=$(printf '%s' "$top" | cksum | cut -d' ' -f1)
+port=$(( 20000 + hash % 20000 ))
+pgbin=${PGBIN:-/usr/lib/postgresql/15/bin}
+[ -x "$pgbin/initdb" ] || pgbin=$(dirname "$(command -v initdb)")
+
+as_pg() {
+  if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+base="$top/.pgdata"
+if [ "$(id -u)" -eq 0 ]; then
+  mkdir -p "$base" 2>/dev/null || true
+  chown postgres: "$base" 2>/dev/null || true
+  if ! runuser -u postgres -- test -w "$base" 2>/dev/null; then
+    base="/tmp/pgoutbox-$hash"
+    mkdir -p "$base"; chown postgres: "$base"
+  fi
+else
+  mkdir -p "$base"
+fi
+data="$base/data"
+sock="$base/sock"
+dbname=${2:-postgres}
+url="postgres://postgres@127.0.0.1:$port/$dbname?sslmode=disable"
+
+running() { as_pg "$pgbin/pg_ctl" -D "$data" status >/dev/null 2>&1; }
+
+case "${1:-}" in
+  up)
+    if [ -n "${DATABASE_URL:-}" ]; then exit 0; fi
+    if [ ! -f "$data/PG_VERSION" ]; then
+      as_pg mkdir -p "$data" "$sock"
+      as_pg "$pgbin/initdb" -D "$data" -U postgres -E UTF8 --locale=C.UTF-8 --auth=trust >"$base/initdb.log" 2>&1 \
+        || { cat "$base/initdb.log"; exit 1; }
+      cat >>"$data/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = $port
+unix_socket_directories = '$sock'
+max_connections = 300
+shared_buffers = 256MB
+fsync = on
+synchronous_commit = on
+log_min_messages = warning
+CONF
+    fi
+    if ! running; then
+      as_pg mkdir -p "$sock"
+      as_pg "$pgbin/pg_ctl" -D "$data" -l "$base/server.log" -w -t 60 start >/dev/null \
+        || { tail -n 30 "$base/server.log"; exit 1; }
+    fi
+    # The application database used by `make migrate` and the demo.
+    as_pg "$pgbin/psql" -h "$sock" -p "$port" -U postgres -d postgres -qAtX \
+      -c "SELECT 1 FROM pg_database WHERE datname = 'pgoutbox'" | grep -q 1 \
+      || as_pg "$pgbin/createdb" -h "$sock" -p "$port" -U postgres -E UTF8 -T template0 pgoutbox
+    ;;
+  down)
+    if [ -n "${DATABASE_URL:-}" ]; then exit 0; fi
+    if running; then as_pg "$pgbin/pg_ctl" -D "$data" -m fast -w stop >/dev/null; fi
+    ;;
+  restart)
+    as_pg "$pgbin/pg_ctl" -D "$data" -l "$base/server.log" -m fast -w restart >/dev/null
+    ;;
+  destroy)
+    "$0" down; rm -rf "$base"
+    ;;
+  url)
+    # url [DBNAME]: the local cluster's URL for DBNAME (default postgres); DATABASE_URL wins.
+    if [ -n "${DATABASE_URL:-}" ]; then echo "$DATABASE_URL"; else echo "$url"; fi
+    ;;
+  status)
+    if running; then echo "running on port $port ($data)"; else echo "stopped ($data)"; exit 1; fi
+    ;;
+  *) echo "usage: $0 up|down|restart|destroy|url [DBNAME]|status" >&2; exit 2 ;;
+esac
