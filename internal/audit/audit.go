@@ -1,0 +1,43 @@
+// Package audit renders the kernel's grant matrix and trigger list as stable, diff-able text
+// (SPEC R-SEC-4). `outboxctl audit` prints it; a test compares it with a committed golden file.
+package audit
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/oceanway/pgoutbox/internal/pgcall"
+)
+
+// Write prints the grant matrix and the trigger list of the database behind db.
+func Write(ctx context.Context, db pgcall.DBTX, out io.Writer) error {
+	grants, err := pgcall.GrantMatrix(ctx, db)
+	if err != nil {
+		return err
+	}
+	triggers, err := pgcall.Triggers(ctx, db)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "# grant matrix: effective privileges of each kernel role and PUBLIC")
+	tw := tabwriter.NewWriter(out, 0, 4, 1, ' ', 0)
+	for _, g := range grants {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.Kind, g.Object, g.Role, g.Privs)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "# triggers")
+	tw = tabwriter.NewWriter(out, 0, 4, 1, ' ', 0)
+	for _, t := range triggers {
+		def := ""
+		if t.Deferrable {
+			def = "DEFERRABLE"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s %s\t%s\t%s\t%s\n", t.Table, t.Name, t.Timing, t.Events, t.Level, t.Function, def)
+	}
+	return tw.Flush()
+}

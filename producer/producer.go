@@ -1,0 +1,152 @@
+// Package producer appends events to the pgoutbox kernel inside the caller's own pgx
+// transaction (SPEC §3.2). It builds the EventEnvelope@1, computes its RFC 8785 canonical text
+// and jcs-sha256-v1 digest in Go, and hands both to outbox.append_event (the D-2 hot path): the
+// database verifies them and never stores a digest it did not check. Every rule (applicability,
+// refinements, size limit, delivery-set completeness at COMMIT) is enforced by the database;
+// this package only shapes the call and maps SQLSTATEs to typed errors.
+//
+//	tx, _ := pool.Begin(ctx)
+//	// ... business writes ...
+//	res, err := producer.Append(ctx, tx, producer.Event{EventType: "run.created@2.0", ...})
+//	if errors.Is(err, producer.ErrNotApplicable) { ... }
+//	tx.Commit(ctx) // the deferred anti-join runs here (ErrDeliverySetIncomplete)
+package producer
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/oceanway/pgoutbox/internal/canon"
+	"github.com/oceanway/pgoutbox/internal/pgcall"
+)
+
+// DBTX is satisfied by pgx.Tx (the usual case), *pgx.Conn and *pgxpool.Pool.
+type DBTX = pgcall.DBTX
+
+// Typed errors for the kernel's SQLSTATEs; test with errors.Is.
+var (
+	ErrNotApplicable         = pgcall.ErrNotApplicable         // OB103: pair not applicable / no active delivery set
+	ErrDeliverySetIncomplete = pgcall.ErrDeliverySetIncomplete // OB104: raised by COMMIT
+	ErrEnvelopeInvalid       = pgcall.ErrEnvelopeInvalid       // OB105: envelope rules, size limit, digest
+	ErrNotCanonicalizable    = pgcall.ErrNotCanonicalizable    // OB201 (and Go-side canonicalization failures)
+	ErrPermissionDenied      = pgcall.ErrPermissionDenied      // 42501: the role lacks outbox_producer
+)
+
+// Tenant is the tenant block of the envelope.
+type Tenant struct {
+	TenantKind  string `json:"tenantKind"`
+	TenantID    string `json:"tenantId"`
+	WorkspaceID string `json:"workspaceId"`
+	ProjectID   string `json:"projectId,omitempty"`
+}
+
+// Event is what a producer supplies. EventID and OccurredAt are generated when empty/zero.
+type Event struct {
+	EventID            string
+	EventType          string
+	EventSchemaVersion string
+	AggregateID        string
+	AggregateRevision  int64
+	Tenant             Tenant
+	CorrelationID      string
+	CausationID        string
+	OperationID        string
+	OccurredAt         time.Time
+	Payload            json.RawMessage
+}
+
+// Result is what the database returns for an appended event.
+type Result struct {
+	EventID        string
+	EnvelopeSHA256 string
+	DeliveryCount  int
+}
+
+type envelope struct {
+	EventID            string          `json:"eventId"`
+	EventType          string          `json:"eventType"`
+	EventSchemaVersion string          `json:"eventSchemaVersion"`
+	AggregateID        string          `json:"aggregateId"`
+	AggregateRevision  int64           `json:"aggregateRevision"`
+	Tenant             Tenant          `json:"tenant"`
+	CorrelationID      string          `json:"correlationId,omitempty"`
+	CausationID        string          `json:"causationId,omitempty"`
+	OperationID        string          `json:"operationId,omitempty"`
+	OccurredAt         string          `json:"occurredAt"`
+	Payload            json.RawMessage `json:"payload"`
+}
+
+// OccurredAtFormat is the envelope's time format (SPEC D-3): UTC, six fractional digits, Z.
+const OccurredAtFormat = "2006-01-02T15:04:05.000000Z"
+
+// Envelope returns the EventEnvelope@1 document for ev (filling EventID and OccurredAt when
+// empty) and the event id used.
+func Envelope(ev Event) (json.RawMessage, string, error) {
+	if ev.EventID == "" {
+		ev.EventID = newUUID()
+	}
+	if ev.OccurredAt.IsZero() {
+		ev.OccurredAt = time.Now()
+	}
+	if len(ev.Payload) == 0 {
+		ev.Payload = json.RawMessage(`{}`)
+	}
+	doc, err := json.Marshal(envelope{
+		EventID: ev.EventID, EventType: ev.EventType, EventSchemaVersion: ev.EventSchemaVersion,
+		AggregateID: ev.AggregateID, AggregateRevision: ev.AggregateRevision, Tenant: ev.Tenant,
+		CorrelationID: ev.CorrelationID, CausationID: ev.CausationID, OperationID: ev.OperationID,
+		OccurredAt: ev.OccurredAt.UTC().Truncate(time.Microsecond).Format(OccurredAtFormat),
+		Payload:    ev.Payload,
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %v", ErrEnvelopeInvalid, err)
+	}
+	return doc, ev.EventID, nil
+}
+
+// Append appends ev inside db (normally the caller's business transaction) on the hot path:
+// canonical text and digest computed here, verified by the database.
+func Append(ctx context.Context, db DBTX, ev Event) (Result, error) {
+	doc, _, err := Envelope(ev)
+	if err != nil {
+		return Result{}, err
+	}
+	return AppendDocument(ctx, db, doc)
+}
+
+// AppendDocument appends an already built EventEnvelope@1 document (it must carry eventId and
+// occurredAt) on the hot path.
+func AppendDocument(ctx context.Context, db DBTX, doc json.RawMessage) (Result, error) {
+	c, err := canon.Canonicalize(doc)
+	if err != nil {
+		if errors.Is(err, canon.ErrNotCanonicalizable) {
+			return Result{}, fmt.Errorf("append event: %w: %v", ErrNotCanonicalizable, err)
+		}
+		return Result{}, fmt.Errorf("append event: %w", err)
+	}
+	digest, err := canon.SHA256Hex(c)
+	if err != nil {
+		return Result{}, fmt.Errorf("append event: %w", err)
+	}
+	text := string(c)
+	r, err := pgcall.AppendEvent(ctx, db, pgcall.AppendParams{Event: doc, CanonicalText: &text, EnvelopeSHA256: &digest})
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{EventID: r.EventID, EnvelopeSHA256: r.EnvelopeSHA256, DeliveryCount: r.DeliveryCount}, nil
+}
+
+// newUUID returns a random version-4 UUID in canonical lower-case form.
+func newUUID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}

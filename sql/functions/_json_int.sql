@@ -1,0 +1,14 @@
+-- outbox._json_int(value jsonb): the value as bigint when it is a JSON number denoting an
+-- integer with |n| <= 2^53-1, else NULL. Private helper; granted to nobody.
+CREATE FUNCTION outbox._json_int(p_value jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    SELECT CASE
+        WHEN pg_catalog.jsonb_typeof(p_value) = 'number'
+             AND (p_value #>> '{}')::numeric = pg_catalog.trunc((p_value #>> '{}')::numeric)
+             AND pg_catalog.abs((p_value #>> '{}')::numeric) <= 9007199254740991
+        THEN (p_value #>> '{}')::numeric::bigint
+    END
+$fn$;
+REVOKE ALL ON FUNCTION outbox._json_int(jsonb) FROM PUBLIC;

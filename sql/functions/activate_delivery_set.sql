@@ -1,0 +1,50 @@
+-- outbox.activate_delivery_set(delivery_set_version, definition_schema_version,
+--                              digest_algorithm_version, definition_digest)
+-- Purpose: make the registered definition named by its full quartet the one active version of
+--   this database (R-DS-5); the previously active version becomes 'retired' (it may be selected
+--   again later: activation only ever selects a registered definition, never defines one).
+--   Events appended afterwards freeze the new quartet; history is never reinterpreted (R-DS-6).
+-- Locking: an exclusive transaction advisory lock serializes activations; the unique partial
+--   index delivery_set_versions_one_active guarantees one active row.
+-- Raises: OB101 when no registered definition has exactly that quartet.
+-- Caller: outbox_registrar.
+CREATE FUNCTION outbox.activate_delivery_set(
+    p_delivery_set_version integer,
+    p_definition_schema_version integer,
+    p_digest_algorithm_version text,
+    p_definition_digest text
+) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    v_status text;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('pgoutbox.activate_delivery_set'));
+    SELECT status INTO v_status
+    FROM outbox.delivery_set_versions
+    WHERE delivery_set_version = p_delivery_set_version
+      AND definition_schema_version = p_definition_schema_version
+      AND digest_algorithm_version = p_digest_algorithm_version
+      AND definition_digest = p_definition_digest
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no registered delivery-set definition has this quartet'
+            USING ERRCODE = 'OB101',
+                  DETAIL = format('(%s, %s, %s, %s)', p_delivery_set_version, p_definition_schema_version,
+                                  p_digest_algorithm_version, p_definition_digest),
+                  HINT = 'register the definition with outbox.register_delivery_set first';
+    END IF;
+    IF v_status = 'active' THEN
+        RETURN;
+    END IF;
+    UPDATE outbox.delivery_set_versions SET status = 'retired' WHERE status = 'active';
+    UPDATE outbox.delivery_set_versions SET status = 'active', activated_at = now()
+    WHERE delivery_set_version = p_delivery_set_version;
+END
+$fn$;
+
+COMMENT ON FUNCTION outbox.activate_delivery_set(integer, integer, text, text) IS
+    'Make one registered delivery-set quartet the active version (SPEC R-DS-5). Raises OB101. Caller: outbox_registrar.';
+REVOKE ALL ON FUNCTION outbox.activate_delivery_set(integer, integer, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION outbox.activate_delivery_set(integer, integer, text, text) TO outbox_registrar;

@@ -1,0 +1,35 @@
+-- outbox.jcs_canonicalize(p_doc json) RETURNS text  (public, SPEC D-2)
+-- Purpose: the RFC 8785 (JCS) canonical text of a JSON document, restricted to the
+--   jcs-sha256-v1 subset: numbers are integers with |n| <= 2^53-1 (56.0, 1E2, -0 are accepted and
+--   written 56, 100, 0), member names are unique, no string holds U+0000, at most 64 nested
+--   objects/arrays. The parameter is json, not jsonb, so that duplicate names can be detected.
+--   Byte-identical to internal/canon (Go) by the golden vectors of T-6. NULL in, NULL out.
+-- Locking: none; IMMUTABLE and PARALLEL SAFE.
+-- SQLSTATEs: OB201 document not canonicalizable (duplicate name, non-integer or unsafe number,
+--   \u0000, lone surrogate escape, nesting deeper than 64). Text that is not JSON at all fails
+--   with 22P02 in the json cast before this function runs.
+-- Security: SECURITY DEFINER (owned by outbox_owner) only so that the caller can run the private,
+--   ungranted helpers outbox._jcs_*; it touches no table.
+-- Callers: every kernel role (outbox_owner, registrar, producer, dispatcher, consumer, auditor).
+CREATE FUNCTION outbox.jcs_canonicalize(p_doc json)
+RETURNS text
+LANGUAGE plpgsql
+IMMUTABLE STRICT PARALLEL SAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    RETURN outbox._jcs_value(p_doc, 1);
+EXCEPTION
+    WHEN untranslatable_character OR invalid_text_representation OR character_not_in_repertoire THEN
+        -- raised by PostgreSQL while de-escaping strings: \u0000 (22P05), lone surrogates (22P02)
+        RAISE EXCEPTION 'jcs: document not canonicalizable: %', SQLERRM
+            USING ERRCODE = 'OB201', DETAIL = 'strings must not hold \u0000 or unpaired surrogate escapes';
+END
+$fn$;
+
+COMMENT ON FUNCTION outbox.jcs_canonicalize(json) IS
+    'RFC 8785 (JCS) canonical text of a JSON document, jcs-sha256-v1 subset (integers |n| <= 2^53-1, unique names, no \u0000, depth <= 64); OB201 otherwise. SPEC D-2.';
+REVOKE ALL ON FUNCTION outbox.jcs_canonicalize(json) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION outbox.jcs_canonicalize(json)
+    TO outbox_owner, outbox_registrar, outbox_producer, outbox_dispatcher, outbox_consumer, outbox_auditor;
