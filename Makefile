@@ -47,15 +47,26 @@ migrate: db-up
 ## test: everything, against real PostgreSQL
 test: db-up build
 	go vet ./...
+	go vet -tags bench ./bench/
 	go test $(GO_TEST_FLAGS) ./...
+	$(MAKE) --no-print-directory fuzz FUZZTIME=10s
 	$(MAKE) --no-print-directory check-sql-api
 
-check-sql-api: migrate
+## fuzz: bounded cross-implementation fuzzing of the two canonicalizers (D-2, T-6)
+FUZZTIME ?= 30s
+fuzz: db-up
+	go test ./tests -run '^$$' -fuzz FuzzCanonicalAgreement -fuzztime $(FUZZTIME) -fuzzminimizetime 200x
+	go test ./internal/canon -run '^$$' -fuzz FuzzCanonicalizeIdempotent -fuzztime $(FUZZTIME)
+
+check-sql-api: db-up
+	@go tool tern migrate -m sql --conn-string "$(PGOUTBOX_URL)" > /dev/null
 	@if [ -x ../shared/tools/check-sql-api ]; then ../shared/tools/check-sql-api "$(PGOUTBOX_URL)"; \
 	else echo "check-sql-api: ../shared/tools/check-sql-api not present, skipped"; fi
 
+## bench: benchmarks against the local cluster (fsync on); never part of make test
+BENCHTIME ?= 2000x
 bench: db-up
-	go run ./bench -out docs/performance.md
+	go test -tags bench -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 60m ./bench/ | tee bench.out
 
 demo: migrate
 	go run ./cmd/demo

@@ -121,15 +121,11 @@ func Append(ctx context.Context, db DBTX, ev Event) (Result, error) {
 // AppendDocument appends an already built EventEnvelope@1 document (it must carry eventId and
 // occurredAt) on the hot path.
 func AppendDocument(ctx context.Context, db DBTX, doc json.RawMessage) (Result, error) {
-	c, err := canon.Canonicalize(doc)
+	c, digest, err := canon.CanonicalizeDigest(doc)
 	if err != nil {
 		if errors.Is(err, canon.ErrNotCanonicalizable) {
 			return Result{}, fmt.Errorf("append event: %w: %v", ErrNotCanonicalizable, err)
 		}
-		return Result{}, fmt.Errorf("append event: %w", err)
-	}
-	digest, err := canon.SHA256Hex(c)
-	if err != nil {
 		return Result{}, fmt.Errorf("append event: %w", err)
 	}
 	text := string(c)

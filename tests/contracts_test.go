@@ -33,12 +33,12 @@ type goldenDoc struct {
 
 func receiptGolden(name, typ, prefix, timeField string, extra map[string]any) goldenDoc {
 	d := map[string]any{
-		prefix + "Ref":                    "receipt-" + name,
-		prefix + "SchemaVersion":          1,
-		prefix + "DigestAlgorithmVersion": "jcs-sha256-v1",
-		"destination":                     extra["destination"],
-		"consumerName":                    extra["consumerName"],
-		"eventId":                         "0b7c2f52-3c1e-4c55-9d5e-8f2f1b7a9c01",
+		prefix + "Ref":                        "receipt-" + name,
+		prefix + "SchemaVersion":              1,
+		prefix + "DigestAlgorithmVersion":     "jcs-sha256-v1",
+		"destination":                         extra["destination"],
+		"consumerName":                        extra["consumerName"],
+		"eventId":                             "0b7c2f52-3c1e-4c55-9d5e-8f2f1b7a9c01",
 		"eventEnvelopeDigestAlgorithmVersion": "jcs-sha256-v1",
 		"eventEnvelopeSha256":                 goldenEnvelopeDigest,
 		timeField:                             "2026-12-01T08:00:00.123456Z",

@@ -3,9 +3,11 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
@@ -13,6 +15,19 @@ import (
 
 // Write prints the grant matrix and the trigger list of the database behind db.
 func Write(ctx context.Context, db pgcall.DBTX, out io.Writer) error {
+	var buf bytes.Buffer
+	if err := write(ctx, db, &buf); err != nil {
+		return err
+	}
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, " ")
+	}
+	_, err := io.WriteString(out, strings.Join(lines, "\n")+"\n")
+	return err
+}
+
+func write(ctx context.Context, db pgcall.DBTX, out io.Writer) error {
 	grants, err := pgcall.GrantMatrix(ctx, db)
 	if err != nil {
 		return err

@@ -66,6 +66,23 @@ func SHA256Hex(doc []byte) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
+// CanonicalizeDigest returns the canonical bytes of doc and their jcs-sha256-v1 digest with a
+// single canonicalization (the hot path: Canonicalize followed by SHA256Hex would canonicalize
+// twice).
+func CanonicalizeDigest(doc []byte) ([]byte, string, error) {
+	c, err := Canonicalize(doc)
+	if err != nil {
+		return nil, "", err
+	}
+	return c, SumHex(c), nil
+}
+
+// SumHex is the lower-case hex SHA-256 of bytes that are already canonical.
+func SumHex(canonical []byte) string {
+	sum := sha256.Sum256(canonical)
+	return hex.EncodeToString(sum[:])
+}
+
 // Digest marshals v with encoding/json and returns the jcs-sha256-v1 digest of the result.
 // Go floats that are not safe integers are rejected like any other number outside the subset.
 func Digest(v any) (string, error) {

@@ -19,7 +19,7 @@ WITH roles(role, ord) AS (
     SELECT r, o FROM unnest($1::text[]) WITH ORDINALITY AS t(r, o)
     UNION ALL SELECT 'PUBLIC', 1000
 ), objs AS (
-    SELECT 'schema' AS kind, n.nspname AS object, n.oid AS oid, 'n' AS k
+    SELECT 'schema' AS kind, n.nspname::text AS object, n.oid AS oid, 'n' AS k
     FROM pg_catalog.pg_namespace n WHERE n.nspname IN ('outbox', 'inbox')
     UNION ALL
     SELECT CASE c.relkind WHEN 'v' THEN 'view' WHEN 'S' THEN 'sequence' ELSE 'table' END,

@@ -99,11 +99,7 @@ func AppendHot(t testing.TB, db pgcall.DBTX, env map[string]any) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := canon.Canonicalize(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := canon.SHA256Hex(c)
+	c, d, err := canon.CanonicalizeDigest(b)
 	if err != nil {
 		t.Fatal(err)
 	}

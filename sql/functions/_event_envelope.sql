@@ -1,10 +1,11 @@
 -- outbox._event_envelope(e outbox.outbox_events) -> jsonb
 -- The EventEnvelope@1 object (SPEC D-3) rebuilt from an event's stored columns: the object the
 -- event digest covers. Absent optional fields are omitted, never null; occurredAt is UTC RFC 3339
--- with exactly six fractional digits and Z. Private helper; granted to nobody.
+-- with exactly six fractional digits and Z. Private helper; granted to nobody. No SET search_path
+-- on purpose, so the planner can inline it into the claim query: every name is schema-qualified
+-- (pg_catalog operators resolve first under any search_path).
 CREATE FUNCTION outbox._event_envelope(e outbox.outbox_events) RETURNS jsonb
 LANGUAGE sql STABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $fn$
     SELECT pg_catalog.jsonb_build_object(
                'eventId', e.event_id::text,

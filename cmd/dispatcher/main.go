@@ -1,0 +1,23 @@
+// Command dispatcher runs the pgoutbox delivery loop (SPEC §8). All logic lives in
+// internal/dispatcher; this wrapper only turns SIGTERM/SIGINT into a graceful drain (R-DP-3).
+//
+//	PGOUTBOX_DATABASE_URL=postgres://… dispatcher -config /etc/pgoutbox/dispatcher.toml
+//
+// Configuration reference: docs/dispatcher.md.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/oceanway/pgoutbox/internal/dispatcher"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	code := dispatcher.Process(ctx, os.Args[1:], os.LookupEnv, os.Stderr, nil)
+	stop()
+	os.Exit(code)
+}

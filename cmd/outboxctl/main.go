@@ -1,0 +1,81 @@
+// Command outboxctl is the operator's and auditor's tool: register and activate delivery-set
+// releases, list them, print the grant matrix and trigger list (audit), and show delivery
+// status. It only calls the kernel's SQL functions and reads its views.
+//
+//	outboxctl [-db URL] release register FILE [-source-release NAME]
+//	outboxctl [-db URL] release register-reference
+//	outboxctl [-db URL] release activate VERSION SCHEMA ALGORITHM DIGEST | activate-reference
+//	outboxctl [-db URL] release list
+//	outboxctl [-db URL] audit
+//	outboxctl [-db URL] status
+//
+// The database URL comes from -db, else PGOUTBOX_URL, else DATABASE_URL.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `usage: outboxctl [-db URL] COMMAND
+commands:
+  release register FILE [SOURCE_RELEASE]   compute the digest of FILE and register it (as outbox_registrar)
+  release register-reference               register the OceanWay first release shipped in sql/releases/
+  release activate VERSION SCHEMA ALGORITHM DIGEST
+  release activate-reference               activate the reference release (registering it if needed)
+  release list                             registered definitions with status
+  audit                                    grant matrix and trigger list, stable text for diffs
+  status                                   per-destination delivery status (read-only)
+`
+
+func main() {
+	fs := flag.NewFlagSet("outboxctl", flag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	fs.Usage = func() { fmt.Fprint(os.Stderr, usage) }
+	dsn := fs.String("db", "", "database URL (default $PGOUTBOX_URL, then $DATABASE_URL)")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		os.Exit(2)
+	}
+	if *dsn == "" {
+		*dsn = os.Getenv("PGOUTBOX_URL")
+	}
+	if *dsn == "" {
+		*dsn = os.Getenv("DATABASE_URL")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *dsn, fs.Args(), os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "outboxctl:", err)
+		if errors.Is(err, errUsage) {
+			fmt.Fprint(os.Stderr, usage)
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+var errUsage = errors.New("bad usage")
+
+func run(ctx context.Context, dsn string, args []string, out io.Writer) error {
+	if len(args) == 0 {
+		return errUsage
+	}
+	if dsn == "" {
+		return errors.New("no database: pass -db or set PGOUTBOX_URL / DATABASE_URL")
+	}
+	switch args[0] {
+	case "release":
+		return runRelease(ctx, dsn, args[1:], out)
+	case "audit":
+		return runAudit(ctx, dsn, args[1:], out)
+	case "status":
+		return runStatus(ctx, dsn, args[1:], out)
+	}
+	return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
+}

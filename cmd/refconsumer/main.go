@@ -1,0 +1,173 @@
+// Command refconsumer serves the four reference consumers (SPEC R-CO-6) over the HTTP wire
+// contract on one listen address, one path per consumer: POST /consumers/<consumer_name>.
+// Each consumer has its own database URL (migrated with the kernel's migrations, so it has the
+// inbox schema) and its own HMAC secret or bearer token. GET /healthz answers while the process
+// runs; GET /readyz answers 200 once every consumer's database is reachable and its domain
+// schema installed. When PostgreSQL goes away the process keeps running: requests answer 503
+// database_unavailable at once while a monitor re-checks the database with exponential backoff
+// (0.5 s doubling to 30 s), and service resumes when it is back.
+//
+// Configuration (flags override environment):
+//
+//	-listen ADDR              REFCONSUMER_LISTEN            default 127.0.0.1:8090
+//	-consumers a,b            REFCONSUMER_CONSUMERS         default all four
+//	-database-url URL         REFCONSUMER_DATABASE_URL      default database of every consumer
+//	-db NAME=URL (repeatable) REFCONSUMER_<NAME>_DATABASE_URL
+//	-secret NAME=SECRET       REFCONSUMER_<NAME>_HMAC_SECRET   (prefer the environment)
+//	-token NAME=TOKEN         REFCONSUMER_<NAME>_BEARER_TOKEN  (prefer the environment)
+//	-role ROLE                REFCONSUMER_ROLE              SET LOCAL ROLE in every transaction
+//	-install-schema           REFCONSUMER_INSTALL_SCHEMA    default true: create the domain schemas
+//	-grant-to ROLE            REFCONSUMER_GRANT_TO          role granted the domain schemas (default -role)
+//	-max-concurrent N         REFCONSUMER_MAX_CONCURRENT    default 64 per consumer (then 429)
+//	-insecure-no-auth                                       accept unauthenticated requests (development)
+//	-log-level LEVEL          REFCONSUMER_LOG_LEVEL         debug|info|warn|error, default info
+//
+// <NAME> is the consumer name in upper case, e.g. REFCONSUMER_OPERATIONS_PROJECTOR_HMAC_SECRET.
+// A consumer without a secret or token makes the process refuse to start (unless
+// -insecure-no-auth). Secrets and payloads are never logged.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/oceanway/pgoutbox/consumer/reference"
+)
+
+type multiFlag map[string]string
+
+func (m multiFlag) String() string { return "" }
+
+func (m multiFlag) Set(v string) error {
+	name, val, ok := strings.Cut(v, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("want NAME=VALUE, got %q", v)
+	}
+	m[name] = val
+	return nil
+}
+
+func env(key, def string) string {
+	if v, ok := os.LookupEnv(key); ok {
+		return v
+	}
+	return def
+}
+
+func envName(consumer, suffix string) string {
+	return "REFCONSUMER_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_", "@", "_").Replace(consumer)) + "_" + suffix
+}
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "refconsumer:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("refconsumer", flag.ContinueOnError)
+	var names []string
+	for _, s := range reference.All() {
+		names = append(names, s.ConsumerName)
+	}
+	listen := fs.String("listen", env("REFCONSUMER_LISTEN", "127.0.0.1:8090"), "listen address")
+	consumers := fs.String("consumers", env("REFCONSUMER_CONSUMERS", strings.Join(names, ",")), "consumers to serve")
+	defaultDB := fs.String("database-url", env("REFCONSUMER_DATABASE_URL", ""), "database of every consumer without its own -db")
+	dbs, secrets, tokens := multiFlag{}, multiFlag{}, multiFlag{}
+	fs.Var(dbs, "db", "NAME=URL database of one consumer (repeatable)")
+	fs.Var(secrets, "secret", "NAME=SECRET HMAC secret of one consumer (repeatable; prefer the environment)")
+	fs.Var(tokens, "token", "NAME=TOKEN bearer token of one consumer (repeatable; prefer the environment)")
+	role := fs.String("role", env("REFCONSUMER_ROLE", ""), "role to SET LOCAL in every transaction")
+	installDefault, _ := strconv.ParseBool(env("REFCONSUMER_INSTALL_SCHEMA", "true"))
+	install := fs.Bool("install-schema", installDefault, "create the consumers' domain schemas at start")
+	grantTo := fs.String("grant-to", env("REFCONSUMER_GRANT_TO", ""), "role granted the domain schemas (default: -role)")
+	maxConcDefault, _ := strconv.Atoi(env("REFCONSUMER_MAX_CONCURRENT", "64"))
+	maxConc := fs.Int("max-concurrent", maxConcDefault, "deliveries in progress per consumer before 429")
+	insecure := fs.Bool("insecure-no-auth", false, "accept unauthenticated requests (development only)")
+	logLevel := fs.String("log-level", env("REFCONSUMER_LOG_LEVEL", "info"), "debug|info|warn|error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("-log-level: %w", err)
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if *maxConc < 1 || *maxConc > 10000 {
+		return fmt.Errorf("-max-concurrent %d out of range 1..10000", *maxConc)
+	}
+	if *grantTo == "" {
+		*grantTo = *role
+	}
+
+	var opts []serveOptions
+	for _, name := range strings.Split(*consumers, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		spec, ok := reference.Lookup(name)
+		if !ok {
+			return fmt.Errorf("unknown consumer %q (known: %s)", name, strings.Join(names, ", "))
+		}
+		o := serveOptions{spec: spec, role: *role, grantTo: *grantTo, install: *install,
+			maxConcurrent: *maxConc, insecure: *insecure}
+		o.dbURL = firstNonEmpty(dbs[name], os.Getenv(envName(name, "DATABASE_URL")), *defaultDB)
+		if o.dbURL == "" {
+			return fmt.Errorf("consumer %s: no database URL (-db %s=URL, %s or -database-url)", name, name, envName(name, "DATABASE_URL"))
+		}
+		o.secret = firstNonEmpty(secrets[name], os.Getenv(envName(name, "HMAC_SECRET")))
+		o.token = firstNonEmpty(tokens[name], os.Getenv(envName(name, "BEARER_TOKEN")))
+		if o.secret == "" && o.token == "" && !*insecure {
+			return fmt.Errorf("consumer %s: no HMAC secret or bearer token (%s / %s); refusing to serve unauthenticated",
+				name, envName(name, "HMAC_SECRET"), envName(name, "BEARER_TOKEN"))
+		}
+		opts = append(opts, o)
+	}
+	if len(opts) == 0 {
+		return errors.New("no consumers to serve")
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	srv, err := newServer(ctx, log, opts)
+	if err != nil {
+		return err
+	}
+	defer srv.close()
+
+	hs := &http.Server{Addr: *listen, Handler: srv.mux(), ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: 60 * time.Second, WriteTimeout: 120 * time.Second, IdleTimeout: 120 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.ListenAndServe() }()
+	log.Info("refconsumer listening", "listen", *listen, "consumers", len(opts))
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("refconsumer shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return hs.Shutdown(sctx)
+}
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

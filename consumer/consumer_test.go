@@ -1,0 +1,159 @@
+package consumer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oceanway/pgoutbox/internal/canon"
+	"github.com/oceanway/pgoutbox/receipt"
+	"github.com/oceanway/pgoutbox/wire"
+)
+
+// noDB fails the test if the kit ever opens a transaction.
+type noDB struct{ t *testing.T }
+
+func (n noDB) BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error) {
+	n.t.Error("the kit opened a transaction for a delivery it must refuse before the database")
+	return nil, errors.New("no database")
+}
+
+func testConfig(t *testing.T) Config {
+	return Config{
+		Pool: noDB{t}, Destination: "billing_settlement_catch_up", ConsumerName: "billing_settlement_catch_up_consumer",
+		ReceiptKind:     receipt.BillingSettlementCatchUp,
+		SupportedEvents: []EventKey{{"metering.settlement-input.current-changed@1", "1"}},
+		Apply: func(context.Context, pgx.Tx, Event) (ReceiptFields, error) {
+			t.Error("Apply called")
+			return nil, nil
+		},
+		HMACSecret: []byte("secret-secret-secret-secret-secret"),
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+}
+
+func testDelivery(t *testing.T, env map[string]any) wire.Delivery {
+	raw, _ := json.Marshal(env)
+	c, err := canon.Canonicalize(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sha, _ := canon.SHA256Hex(c)
+	return wire.Delivery{Destination: "billing_settlement_catch_up", ConsumerName: "billing_settlement_catch_up_consumer",
+		EventID: env["eventId"].(string), Envelope: c, EnvelopeSHA256: sha, EnvelopeDigestAlgorithmVersion: canon.Algorithm,
+		ExpectedReceiptType: "BillingSettlementCatchUpConsumerReceipt", ExpectedReceiptSchemaVersion: 1}
+}
+
+func testEnv() map[string]any {
+	return map[string]any{
+		"eventId": "0b8f3c7e-5d0a-4c1e-9a55-6f0e2f1d9a01", "eventType": "metering.settlement-input.current-changed@1",
+		"eventSchemaVersion": "1", "aggregateId": "dim-1", "aggregateRevision": 1,
+		"tenant":     map[string]any{"tenantKind": "organization", "tenantId": "t", "workspaceId": "w"},
+		"occurredAt": "2026-01-01T00:00:00.000000Z", "payload": map[string]any{"a": "b"},
+	}
+}
+
+// R-CO-4, D-2: everything decided before the transaction never touches the database.
+func TestCheckBeforeDatabase(t *testing.T) {
+	c, err := New(testConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		edit func(*wire.Delivery)
+		env  func(map[string]any)
+		want wire.Result
+	}{
+		"digest":         {func(d *wire.Delivery) { d.EnvelopeSHA256 = "00" + d.EnvelopeSHA256[2:] }, nil, nonRetryable(CodeDigestConflict, "")},
+		"unknown type":   {nil, func(e map[string]any) { e["eventType"] = "run.created@2.0" }, nonRetryable(CodeUnknownEventType, "")},
+		"schema":         {nil, func(e map[string]any) { e["eventSchemaVersion"] = "2" }, nonRetryable(CodeUnsupportedSchema, "")},
+		"receipt":        {func(d *wire.Delivery) { d.ExpectedReceiptType = "OtherReceipt" }, nil, nonRetryable(CodeUnsupportedSchema, "")},
+		"missing tenant": {nil, func(e map[string]any) { delete(e, "tenant") }, nonRetryable(CodeEnvelopeInvalid, "")},
+		"null field":     {nil, func(e map[string]any) { e["correlationId"] = nil }, nonRetryable(CodeEnvelopeInvalid, "")},
+		"misrouted":      {func(d *wire.Delivery) { d.ConsumerName = "x" }, nil, retryable(CodeConsumerUnavailable, "")},
+	}
+	for name, tc := range cases {
+		env := testEnv()
+		if tc.env != nil {
+			tc.env(env)
+		}
+		d := testDelivery(t, env)
+		if tc.edit != nil {
+			tc.edit(&d)
+		}
+		r, err := c.Deliver(context.Background(), d)
+		if err != nil || r.Status != tc.want.Status || r.Code != tc.want.Code {
+			t.Errorf("%s: %s %s, want %s %s", name, r.Status, r.Code, tc.want.Status, tc.want.Code)
+		}
+	}
+}
+
+// R-CO-5, R-DP-2: authentication fails closed; a bad signature is 401 before anything else.
+func TestHTTPAuthentication(t *testing.T) {
+	cfg := testConfig(t)
+	c, _ := New(cfg)
+	d := testDelivery(t, testEnv())
+	post := func(h http.Handler, sig, bearer string) int {
+		req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(d.Envelope))
+		req.Header.Set(wire.HeaderDestination, d.Destination)
+		req.Header.Set(wire.HeaderConsumer, d.ConsumerName)
+		req.Header.Set(wire.HeaderEventID, d.EventID)
+		req.Header.Set(wire.HeaderEnvelopeSHA256, "00"+d.EnvelopeSHA256[2:]) // refused before the DB if authenticated
+		if sig != "" {
+			req.Header.Set(wire.HeaderSignature, sig)
+		}
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w.Code
+	}
+	if s := post(c, "", ""); s != http.StatusUnauthorized {
+		t.Errorf("no signature: %d", s)
+	}
+	if s := post(c, Sign([]byte("wrong"), d.Envelope), ""); s != http.StatusUnauthorized {
+		t.Errorf("wrong signature: %d", s)
+	}
+	if s := post(c, Sign(cfg.HMACSecret, d.Envelope), ""); s != http.StatusUnprocessableEntity {
+		t.Errorf("good signature: %d, want 422 digest_conflict", s)
+	}
+	cfg.HMACSecret = nil
+	open, _ := New(cfg)
+	if s := post(open, "", ""); s != http.StatusUnauthorized {
+		t.Errorf("no method configured: %d, want 401 (fail closed)", s)
+	}
+	cfg.BearerToken = "tok"
+	tok, _ := New(cfg)
+	if s := post(tok, "", "tok"); s != http.StatusUnprocessableEntity {
+		t.Errorf("good token: %d", s)
+	}
+	if s := post(tok, "", "tok2"); s != http.StatusUnauthorized {
+		t.Errorf("bad token: %d", s)
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	for name, edit := range map[string]func(*Config){
+		"no pool":          func(c *Config) { c.Pool = nil },
+		"no apply":         func(c *Config) { c.Apply = nil },
+		"broker kind":      func(c *Config) { c.ReceiptKind = receipt.BrokerPublication },
+		"ops without proj": func(c *Config) { c.ReceiptKind = receipt.OperationsProjection },
+		"half projection":  func(c *Config) { c.ProjectionName = "p" },
+		"no events":        func(c *Config) { c.SupportedEvents = nil },
+	} {
+		cfg := testConfig(t)
+		edit(&cfg)
+		if _, err := New(cfg); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

@@ -1,0 +1,51 @@
+-- Domain schema of the reference operations_projector (projection operations_timeline v1).
+-- __schema__ is replaced by the schema name (refconsumer_operations unless configured otherwise).
+-- An operation is created only by run.created@2.0; wallet.reserved@2.0 for an operation whose
+-- run is not projected yet waits in pending_unlinked_reservations (no fake operation, SPEC
+-- R-OP-1) and is linked when the run arrives; billing boundaries append timeline entries.
+CREATE SCHEMA IF NOT EXISTS __schema__;
+
+CREATE TABLE IF NOT EXISTS __schema__.operations (
+    operation_id     text PRIMARY KEY,
+    run_id           text NOT NULL,
+    correlation_id   text NOT NULL,
+    tenant_id        text NOT NULL,
+    workspace_id     text NOT NULL,
+    created_event_id uuid NOT NULL UNIQUE,
+    reservation_id   text,
+    occurred_at      timestamptz NOT NULL,
+    projected_at     timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE IF NOT EXISTS __schema__.operation_timeline (
+    event_id             uuid PRIMARY KEY,
+    operation_id         text NOT NULL,
+    entry_kind           text NOT NULL CHECK (entry_kind IN ('run_created', 'wallet_reserved', 'billing_boundary')),
+    event_type           text NOT NULL,
+    event_schema_version text NOT NULL,
+    aggregate_id         text NOT NULL,
+    aggregate_revision   bigint NOT NULL,
+    occurred_at          timestamptz NOT NULL,
+    projected_at         timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS operation_timeline_by_operation ON __schema__.operation_timeline (operation_id, occurred_at);
+
+CREATE TABLE IF NOT EXISTS __schema__.pending_unlinked_reservations (
+    event_id           uuid PRIMARY KEY,
+    operation_id       text NOT NULL,
+    correlation_id     text NOT NULL,
+    reservation_id     text NOT NULL,
+    aggregate_revision bigint NOT NULL,
+    occurred_at        timestamptz NOT NULL,
+    received_at        timestamptz NOT NULL DEFAULT now(),
+    linked_at          timestamptz,
+    linked_run_id      text
+);
+CREATE INDEX IF NOT EXISTS pending_unlinked_open ON __schema__.pending_unlinked_reservations (operation_id) WHERE linked_at IS NULL;
+
+-- One row per applied event; applied_count > 1 would be a double effect (tests assert 1).
+CREATE TABLE IF NOT EXISTS __schema__.effects (
+    event_id      uuid PRIMARY KEY,
+    event_type    text NOT NULL,
+    applied_count integer NOT NULL
+);

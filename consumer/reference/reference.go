@@ -1,0 +1,192 @@
+// Package reference holds the four reference consumers of SPEC R-CO-6, one per destination of
+// the reference release (§3.4), built on the consumer kit. They are examples, not the OceanWay
+// domain: operations_projector writes a small operation timeline; the other three record what
+// they received. Each keeps its domain tables in its own schema of the consumer's database
+// (the inbox schema sits next to it, migrated by the kernel's migrations).
+//
+// Deployment: each consumer uses its own database (or at least its own schema) and a login
+// role that is a member of outbox_consumer (EXECUTE on the inbox functions) and holds USAGE on
+// its schema and SELECT, INSERT, UPDATE on its tables (Install grants them).
+package reference
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/oceanway/pgoutbox/consumer"
+	"github.com/oceanway/pgoutbox/receipt"
+)
+
+//go:embed operations.sql
+var operationsDDL string
+
+//go:embed recorder.sql
+var recorderDDL string
+
+// Consumer names and destinations of the reference release (SPEC §3.4).
+const (
+	OperationsProjector                    = "operations_projector"
+	MeteringInputProcessorConsumer         = "metering_input_processor_consumer"
+	BillingFinalizationCoordinatorConsumer = "billing_finalization_coordinator_consumer"
+	BillingSettlementCatchUpConsumer       = "billing_settlement_catch_up_consumer"
+
+	ProjectionName    = "operations_timeline"
+	ProjectionVersion = 1
+)
+
+// Event types of the reference release.
+var (
+	RunCreated                         = consumer.EventKey{EventType: "run.created@2.0", SchemaVersion: "2.0"}
+	WalletReserved                     = consumer.EventKey{EventType: "wallet.reserved@2.0", SchemaVersion: "2.0"}
+	BillingFinalizationCommitted       = consumer.EventKey{EventType: "billing.finalization.committed@1", SchemaVersion: "1"}
+	BillingSettlementTransition        = consumer.EventKey{EventType: "billing.settlement-transition.committed@1", SchemaVersion: "1"}
+	BillingLateExposureCaseRequested   = consumer.EventKey{EventType: "billing.late-settlement-exposure.case-requested@1", SchemaVersion: "1"}
+	BillingCaseResolutionApplied       = consumer.EventKey{EventType: "billing.case-resolution.applied@1", SchemaVersion: "1"}
+	BillingLateCommandResult           = consumer.EventKey{EventType: "billing.late-settlement-command-result.committed@1", SchemaVersion: "1"}
+	BillingReconciliationCaseRequested = consumer.EventKey{EventType: "billing.finalization-reconciliation.case-requested@1", SchemaVersion: "1"}
+	BillingReconciliationResolution    = consumer.EventKey{EventType: "billing.finalization-reconciliation-resolution.applied@1", SchemaVersion: "1"}
+	ExecutionAttemptEligibility        = consumer.EventKey{EventType: "execution.attempt-eligibility.finalized@1", SchemaVersion: "1"}
+	GatewayEvidenceAvailability        = consumer.EventKey{EventType: "gateway.evidence-availability.current-changed@1", SchemaVersion: "1"}
+	ExecutionRunFinalizationClosed     = consumer.EventKey{EventType: "execution.run-finalization.closed@1", SchemaVersion: "1"}
+	MeteringSettlementInput            = consumer.EventKey{EventType: "metering.settlement-input.current-changed@1", SchemaVersion: "1"}
+)
+
+// Spec is one reference consumer. Fields may be adjusted (e.g. Schema, Ordered) before Config.
+type Spec struct {
+	ConsumerName      string
+	Destination       string
+	Kind              receipt.Kind
+	ProjectionName    string
+	ProjectionVersion int
+	// Events are exactly the pairs the reference release routes to Destination.
+	Events []consumer.EventKey
+	// Ordered: per-aggregate revision order (inbox.observe_revision). The operations projector
+	// is ordered: every revision of an aggregate it receives must be routed to core_operations.
+	Ordered bool
+	// Schema holds the consumer's domain tables.
+	Schema string
+	ddl    string
+	apply  func(schema string) consumer.ApplyFunc
+}
+
+// All returns the four reference consumers.
+func All() []Spec {
+	return []Spec{
+		{
+			ConsumerName: OperationsProjector, Destination: "core_operations", Kind: receipt.OperationsProjection,
+			ProjectionName: ProjectionName, ProjectionVersion: ProjectionVersion,
+			Events: []consumer.EventKey{RunCreated, WalletReserved, BillingFinalizationCommitted, BillingSettlementTransition,
+				BillingLateExposureCaseRequested, BillingCaseResolutionApplied, BillingLateCommandResult,
+				BillingReconciliationCaseRequested, BillingReconciliationResolution},
+			Ordered: true, Schema: "refconsumer_operations", ddl: operationsDDL, apply: operationsApply,
+		},
+		{
+			ConsumerName: MeteringInputProcessorConsumer, Destination: "metering_input_processor",
+			Kind:   receipt.MeteringInputProcessor,
+			Events: []consumer.EventKey{ExecutionAttemptEligibility, GatewayEvidenceAvailability},
+			Schema: "refconsumer_metering_input", ddl: recorderDDL, apply: recorderApply,
+		},
+		{
+			ConsumerName: BillingFinalizationCoordinatorConsumer, Destination: "billing_finalization_coordinator",
+			Kind:   receipt.BillingFinalizationCoordinator,
+			Events: []consumer.EventKey{ExecutionRunFinalizationClosed, BillingReconciliationResolution},
+			Schema: "refconsumer_billing_finalization", ddl: recorderDDL, apply: recorderApply,
+		},
+		{
+			ConsumerName: BillingSettlementCatchUpConsumer, Destination: "billing_settlement_catch_up",
+			Kind:   receipt.BillingSettlementCatchUp,
+			Events: []consumer.EventKey{MeteringSettlementInput},
+			Schema: "refconsumer_billing_settlement", ddl: recorderDDL, apply: recorderApply,
+		},
+	}
+}
+
+// Lookup returns the reference consumer named consumerName.
+func Lookup(consumerName string) (Spec, bool) {
+	for _, s := range All() {
+		if s.ConsumerName == consumerName {
+			return s, true
+		}
+	}
+	return Spec{}, false
+}
+
+// Execer runs DDL (a *pgx.Conn, pgx.Tx or *pgxpool.Pool).
+type Execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// DDL returns the consumer's domain schema DDL (idempotent: IF NOT EXISTS everywhere).
+func (s Spec) DDL() string {
+	return strings.ReplaceAll(s.ddl, "__schema__", pgx.Identifier{s.Schema}.Sanitize())
+}
+
+// Install creates the consumer's domain schema (idempotent) and grants it to grantee, the role
+// the consumer's transactions run as ("" grants nothing: the installing role is the consumer's).
+func (s Spec) Install(ctx context.Context, db Execer, grantee string) error {
+	if _, err := db.Exec(ctx, s.DDL()); err != nil {
+		return fmt.Errorf("install %s schema %s: %w", s.ConsumerName, s.Schema, err)
+	}
+	if grantee == "" {
+		return nil
+	}
+	schema, role := pgx.Identifier{s.Schema}.Sanitize(), pgx.Identifier{grantee}.Sanitize()
+	grants := fmt.Sprintf(`GRANT USAGE ON SCHEMA %[1]s TO %[2]s;
+GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA %[1]s TO %[2]s;`, schema, role)
+	if _, err := db.Exec(ctx, grants); err != nil {
+		return fmt.Errorf("grant %s schema %s to %s: %w", s.ConsumerName, s.Schema, grantee, err)
+	}
+	return nil
+}
+
+// Config returns the kit configuration of this consumer over pool; the caller adds
+// authentication (HMACSecret/BearerToken), Role, Logger and limits.
+func (s Spec) Config(pool consumer.TxBeginner) consumer.Config {
+	return consumer.Config{
+		Pool: pool, Destination: s.Destination, ConsumerName: s.ConsumerName, ReceiptKind: s.Kind,
+		ProjectionName: s.ProjectionName, ProjectionVersion: s.ProjectionVersion,
+		SupportedEvents: append([]consumer.EventKey(nil), s.Events...), Ordered: s.Ordered,
+		Apply: s.apply(pgx.Identifier{s.Schema}.Sanitize()),
+	}
+}
+
+// New returns the kit for this consumer over pool; edit (optional) adjusts the configuration
+// first (authentication, Role, Logger, limits).
+func (s Spec) New(pool consumer.TxBeginner, edit func(*consumer.Config)) (*consumer.Consumer, error) {
+	cfg := s.Config(pool)
+	if edit != nil {
+		edit(&cfg)
+	}
+	return consumer.New(cfg)
+}
+
+// countEffect is the effects counter every reference consumer bumps once per application.
+func countEffect(ctx context.Context, tx pgx.Tx, schema string, ev consumer.Event) error {
+	_, err := tx.Exec(ctx, `INSERT INTO `+schema+`.effects AS e (event_id, event_type, applied_count)
+VALUES ($1::uuid, $2::text, 1)
+ON CONFLICT (event_id) DO UPDATE SET applied_count = e.applied_count + 1`, ev.EventID, ev.EventType)
+	return err
+}
+
+// recorderApply records what the consumer received.
+func recorderApply(schema string) consumer.ApplyFunc {
+	return func(ctx context.Context, tx pgx.Tx, ev consumer.Event) (consumer.ReceiptFields, error) {
+		_, err := tx.Exec(ctx, `INSERT INTO `+schema+`.received_events
+    (event_id, event_type, event_schema_version, aggregate_id, aggregate_revision, envelope_sha256, occurred_at)
+VALUES ($1::uuid, $2::text, $3::text, $4::text, $5::bigint, $6::text, $7::timestamptz)
+ON CONFLICT (event_id) DO NOTHING`,
+			ev.EventID, ev.EventType, ev.EventSchemaVersion, ev.AggregateID, ev.AggregateRevision, ev.EnvelopeSHA256, ev.OccurredAt)
+		if err != nil {
+			return nil, err
+		}
+		if err := countEffect(ctx, tx, schema, ev); err != nil {
+			return nil, err
+		}
+		return consumer.ReceiptFields{"consumerOutcome": "recorded"}, nil
+	}
+}

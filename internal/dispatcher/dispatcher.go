@@ -1,0 +1,747 @@
+// Package dispatcher is the thin delivery loop of SPEC §8 (R-DP-1..R-DP-6): claim a batch
+// through outbox.claim_deliveries, verify each envelope's digest outside any transaction, deliver
+// with bounded concurrency through the destination's transport, and record the classified
+// outcome with ack_delivery / retry_delivery / quarantine_delivery. It never writes a table and
+// never re-implements a rule the SQL enforces: every state change is one fenced kernel call
+// (internal/pgcall), and anything the kernel refuses is treated as the kernel says.
+package dispatcher
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/oceanway/pgoutbox/internal/canon"
+	"github.com/oceanway/pgoutbox/internal/config"
+	"github.com/oceanway/pgoutbox/internal/metrics"
+	"github.com/oceanway/pgoutbox/internal/pgcall"
+	"github.com/oceanway/pgoutbox/internal/transport"
+	"github.com/oceanway/pgoutbox/wire"
+)
+
+// Options are what a Dispatcher runs with.
+type Options struct {
+	Config *config.Config
+	// Pool runs every kernel call (claims, outcomes, renewals, recovery, stats).
+	Pool *pgxpool.Pool
+	// ListenConfig is the connection used for LISTEN; nil derives it from Pool's config.
+	ListenConfig *pgx.ConnConfig
+	// Transports holds one transport per configured destination (transport.Build).
+	Transports map[string]transport.Transport
+	Metrics    *metrics.Metrics
+	Logger     *slog.Logger
+}
+
+// Dispatcher runs the loop. Create with New, check with Preflight, run with Run.
+type Dispatcher struct {
+	cfg        *config.Config
+	pool       *pgxpool.Pool
+	listenCfg  *pgx.ConnConfig
+	transports map[string]transport.Transport
+	m          *metrics.Metrics
+	log        *slog.Logger
+	dests      []string
+	destSet    map[string]bool
+
+	wake      chan struct{}
+	slotFreed chan struct{}
+	inflight  atomic.Int64
+	wg        sync.WaitGroup
+	// hard is cancelled when the shutdown grace has run out: in-flight transport calls abort and
+	// their deliveries are left to lease expiry.
+	hard       context.Context
+	hardCancel context.CancelFunc
+	abandoned  atomic.Int64
+}
+
+// New checks the options and returns a Dispatcher.
+func New(o Options) (*Dispatcher, error) {
+	if o.Config == nil || o.Pool == nil {
+		return nil, errors.New("dispatcher: Config and Pool are required")
+	}
+	if o.Metrics == nil {
+		o.Metrics = metrics.New()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	lc := o.ListenConfig
+	if lc == nil {
+		lc = o.Pool.Config().ConnConfig.Copy()
+	}
+	d := &Dispatcher{
+		cfg: o.Config, pool: o.Pool, listenCfg: lc, transports: o.Transports, m: o.Metrics, log: o.Logger,
+		dests: o.Config.DestinationNames(), destSet: map[string]bool{},
+		wake: make(chan struct{}, 1), slotFreed: make(chan struct{}, 1),
+	}
+	for _, n := range d.dests {
+		if d.transports[n] == nil {
+			return nil, fmt.Errorf("dispatcher: no transport for destination %s", n)
+		}
+		d.destSet[n] = true
+		// Zero-valued series exist from the start, so alerts see 0 rather than "no data".
+		for _, op := range []string{"renew", "ack", "retry", "quarantine"} {
+			d.m.FencingRejections.WithLabelValues(n, op)
+		}
+		for _, code := range []string{transport.CodeTransportError, transport.CodeConsumerTimeout, transport.CodeInvalidAck, transport.CodeConsumerUnavailable} {
+			d.m.TransportErrors.WithLabelValues(n, code)
+		}
+	}
+	d.hard, d.hardCancel = context.WithCancel(context.Background())
+	return d, nil
+}
+
+// Metrics returns the dispatcher's collectors.
+func (d *Dispatcher) Metrics() *metrics.Metrics { return d.m }
+
+// ErrNoActiveDeliverySet is returned by Preflight and Ready when no delivery set is active.
+var ErrNoActiveDeliverySet = errors.New("no active delivery set (register and activate one first; R-DP-6)")
+
+// Preflight refuses an unsafe start (R-DP-6): no active delivery set, a configured destination
+// the database does not know, or a JetStream destination whose receipt kind is not
+// broker_publication (and the converse).
+func (d *Dispatcher) Preflight(ctx context.Context) error {
+	if _, err := pgcall.ActiveDeliverySet(ctx, d.pool); err != nil {
+		if errors.Is(err, pgcall.ErrNoActiveDeliverySet) {
+			return ErrNoActiveDeliverySet
+		}
+		return fmt.Errorf("preflight: %w", err)
+	}
+	stats, err := pgcall.DeliveryStats(ctx, d.pool)
+	if err != nil {
+		return fmt.Errorf("preflight: %w", err)
+	}
+	kinds := map[string]string{}
+	for _, s := range stats {
+		kinds[s.Destination] = s.ReceiptKind
+	}
+	var problems []string
+	for _, n := range d.dests {
+		kind, ok := kinds[n]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("destination %s is not registered in outbox.delivery_destinations", n))
+			continue
+		}
+		isJS := d.cfg.Destinations[n].Transport == config.TransportJetStream
+		if isJS && kind != transport.BrokerReceiptKind {
+			problems = append(problems, fmt.Sprintf("destination %s uses transport jetstream but its receipt kind is %s, not %s", n, kind, transport.BrokerReceiptKind))
+		}
+		if !isJS && kind == transport.BrokerReceiptKind {
+			problems = append(problems, fmt.Sprintf("destination %s has receipt kind %s: only the jetstream transport builds broker receipts", n, kind))
+		}
+	}
+	if len(problems) > 0 {
+		return errors.New("preflight refused: " + strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// Ready reports whether the database is reachable and a delivery set is active (/readyz). The
+// error text is safe to show: it never carries a connection string.
+func (d *Dispatcher) Ready(ctx context.Context) error {
+	if _, err := pgcall.ActiveDeliverySet(ctx, d.pool); err != nil {
+		if errors.Is(err, pgcall.ErrNoActiveDeliverySet) {
+			return ErrNoActiveDeliverySet
+		}
+		return errors.New("database unreachable")
+	}
+	return nil
+}
+
+// DrainError is returned by Run when the shutdown grace ran out with deliveries in flight; those
+// were left to lease expiry (nothing was recorded for them).
+type DrainError struct{ Abandoned int64 }
+
+func (e *DrainError) Error() string {
+	return fmt.Sprintf("shutdown grace expired: %d in-flight deliveries left to lease expiry", e.Abandoned)
+}
+
+// Run claims and delivers until ctx is cancelled, then drains (R-DP-3): it stops claiming, waits
+// up to the shutdown grace for in-flight deliveries to finish and be recorded, then aborts the
+// rest without recording anything for them (their leases expire; recovery and re-delivery
+// follow, R-AK-8). It returns nil after a clean drain, *DrainError otherwise.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	bg, bgCancel := context.WithCancel(context.Background())
+	var aux sync.WaitGroup
+	aux.Add(3)
+	go func() { defer aux.Done(); d.listenLoop(mergeDone(bg, ctx)) }()
+	go func() { defer aux.Done(); d.recoveryLoop(mergeDone(bg, ctx)) }()
+	go func() { defer aux.Done(); d.statsLoop(bg) }()
+
+	d.log.Info("dispatcher started", "worker", d.cfg.WorkerName, "destinations", d.dests,
+		"concurrency", d.cfg.Concurrency, "batch_size", d.cfg.BatchSize, "lease", d.cfg.Lease.String(),
+		"lease_renewal", d.cfg.LeaseRenewal, "mode", d.cfg.Mode)
+	d.claimLoop(ctx)
+
+	n := d.inflight.Load()
+	d.log.Info("draining: claiming stopped", "inflight", n, "shutdown_grace", d.cfg.ShutdownGrace.String())
+	done := make(chan struct{})
+	go func() { d.wg.Wait(); close(done) }()
+	var result error
+	grace := time.NewTimer(d.cfg.ShutdownGrace)
+	select {
+	case <-done:
+		grace.Stop()
+	case <-grace.C:
+		left := d.inflight.Load()
+		d.hardCancel()
+		<-done
+		result = &DrainError{Abandoned: d.abandoned.Load()}
+		d.log.Warn("shutdown grace expired", "left_to_lease_expiry", d.abandoned.Load(), "inflight_at_deadline", left)
+	}
+	d.hardCancel()
+	bgCancel()
+	aux.Wait()
+	d.log.Info("dispatcher stopped", "clean", result == nil)
+	return result
+}
+
+// mergeDone returns a context cancelled when either a or b is done.
+func mergeDone(a, b context.Context) context.Context {
+	ctx, cancel := context.WithCancel(a)
+	stop := context.AfterFunc(b, cancel)
+	go func() { <-ctx.Done(); stop() }()
+	return ctx
+}
+
+func (d *Dispatcher) signalWake() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (d *Dispatcher) claimLoop(ctx context.Context) {
+	bo := newBackoff(100*time.Millisecond, 5*time.Second)
+	poll := time.NewTimer(d.cfg.PollInterval)
+	defer poll.Stop()
+	for ctx.Err() == nil {
+		free := d.cfg.Concurrency - int(d.inflight.Load())
+		if free <= 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-d.slotFreed:
+			}
+			continue
+		}
+		n := min(free, d.cfg.BatchSize)
+		// A claim that started completes even if ctx is cancelled meanwhile, so every claimed row
+		// is delivered (or drained) rather than stranded until lease expiry.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.StatementTimeout+time.Second)
+		rows, err := pgcall.ClaimDeliveries(cctx, d.pool, pgcall.ClaimParams{
+			Worker: d.cfg.WorkerName, Destinations: d.dests, BatchSize: n, Lease: d.cfg.Lease,
+		})
+		cancel()
+		if err != nil {
+			d.m.DatabaseErrors.WithLabelValues("claim").Inc()
+			wait := bo.next()
+			d.log.Warn("claim failed; backing off", "error", safeErr(err), "sqlstate", pgcall.SQLState(err), "backoff", wait.String())
+			if !sleepCtx(ctx, wait) {
+				return
+			}
+			continue
+		}
+		bo.reset()
+		claimedAt := time.Now()
+		for _, r := range rows {
+			d.start(r, claimedAt)
+		}
+		if len(rows) == n {
+			continue // probably more work
+		}
+		if !poll.Stop() {
+			select {
+			case <-poll.C:
+			default:
+			}
+		}
+		poll.Reset(d.cfg.PollInterval)
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.wake:
+		case <-poll.C:
+		}
+	}
+}
+
+func (d *Dispatcher) start(r pgcall.ClaimedDelivery, claimedAt time.Time) {
+	d.m.Claims.WithLabelValues(r.Destination, r.EventType, r.EventSchemaVersion).Inc()
+	d.inflight.Add(1)
+	d.m.InFlight.Inc()
+	d.wg.Add(1)
+	go func() {
+		defer func() {
+			d.inflight.Add(-1)
+			d.m.InFlight.Dec()
+			d.wg.Done()
+			select {
+			case d.slotFreed <- struct{}{}:
+			default:
+			}
+		}()
+		d.handle(r, claimedAt)
+	}()
+}
+
+// job is one claimed delivery being handled.
+type job struct {
+	r         pgcall.ClaimedDelivery
+	fence     pgcall.Fence
+	log       *slog.Logger
+	leaseEnds time.Time // local estimate of the lease's end, moved by each renewal
+	mu        sync.Mutex
+}
+
+func (j *job) leaseDeadline() time.Time { j.mu.Lock(); defer j.mu.Unlock(); return j.leaseEnds }
+
+func (d *Dispatcher) handle(r pgcall.ClaimedDelivery, claimedAt time.Time) {
+	j := &job{
+		r:         r,
+		fence:     pgcall.Fence{Destination: r.Destination, EventID: r.EventID, AttemptID: r.AttemptID, LeaseToken: r.LeaseToken},
+		log:       d.log.With("destination", r.Destination, "event_id", r.EventID, "attempt", r.AttemptNumber),
+		leaseEnds: claimedAt.Add(d.cfg.Lease),
+	}
+	// R-DP-1: verify the envelope outside any transaction; never deliver a mismatch.
+	delivery, code := verify(r)
+	if code != "" {
+		j.log.Warn("envelope verification failed; quarantining", "error_code", code)
+		d.quarantine(j, code)
+		return
+	}
+
+	dctx, cancel := context.WithCancel(d.hard)
+	defer cancel()
+	var fenced atomic.Bool
+	renewDone := make(chan struct{})
+	var renewWG sync.WaitGroup
+	if d.cfg.LeaseRenewal {
+		renewWG.Add(1)
+		go func() { defer renewWG.Done(); d.renewLoop(j, renewDone, cancel, &fenced) }()
+	}
+	tr := d.transports[r.Destination]
+	began := time.Now()
+	res, err := safeDeliver(dctx, tr, delivery)
+	elapsed := time.Since(began)
+	close(renewDone)
+	renewWG.Wait()
+
+	if fenced.Load() {
+		j.log.Warn("lease lost during delivery (renewal fenced off); dropping: another worker owns it now")
+		return
+	}
+	if d.hard.Err() != nil {
+		// Grace ran out mid-delivery: record nothing, leave it to lease expiry (R-DP-3).
+		d.abandoned.Add(1)
+		j.log.Warn("delivery aborted by shutdown; left to lease expiry")
+		return
+	}
+	labels := []string{r.Destination, r.EventType, r.EventSchemaVersion}
+	if err != nil {
+		code := classifyTransportError(err)
+		d.m.TransportErrors.WithLabelValues(r.Destination, code).Inc()
+		d.m.DeliveryLatency.WithLabelValues(append(labels, "transport_error")...).Observe(elapsed.Seconds())
+		j.log.Info("transport failed; retrying", "error_code", code, "error", safeErr(err))
+		d.retry(j, code, "")
+		return
+	}
+	res = transport.Normalize(res)
+	d.m.DeliveryLatency.WithLabelValues(append(labels, res.Status.String())...).Observe(elapsed.Seconds())
+	switch res.Status {
+	case wire.Acknowledged:
+		d.ack(j, res)
+	case wire.Retryable:
+		if res.Code == transport.CodeInvalidAck || res.Code == transport.CodeConsumerUnavailable {
+			d.m.TransportErrors.WithLabelValues(r.Destination, res.Code).Inc()
+		}
+		d.retry(j, res.Code, res.Ref)
+	case wire.NonRetryable:
+		d.quarantine(j, res.Code)
+	}
+}
+
+// verify canonicalizes the claimed envelope with internal/canon and compares its digest and
+// identity with the claimed row. It returns the delivery or a non-retryable code.
+func verify(r pgcall.ClaimedDelivery) (wire.Delivery, string) {
+	if r.EventEnvelopeDigestAlgorithmVersion != canon.Algorithm {
+		return wire.Delivery{}, transport.CodeUnsupportedSchema
+	}
+	c, err := canon.Canonicalize(r.EventEnvelope)
+	if err != nil {
+		return wire.Delivery{}, transport.CodeEnvelopeInvalid
+	}
+	sum := sha256.Sum256(c)
+	if hex.EncodeToString(sum[:]) != r.EventEnvelopeSHA256 {
+		return wire.Delivery{}, transport.CodeDigestConflict
+	}
+	var id struct {
+		EventID            string `json:"eventId"`
+		EventType          string `json:"eventType"`
+		EventSchemaVersion string `json:"eventSchemaVersion"`
+	}
+	if err := json.Unmarshal(c, &id); err != nil || !strings.EqualFold(id.EventID, r.EventID) ||
+		id.EventType != r.EventType || id.EventSchemaVersion != r.EventSchemaVersion {
+		return wire.Delivery{}, transport.CodeEnvelopeInvalid
+	}
+	d := wire.Delivery{
+		Destination: r.Destination, ConsumerName: r.ConsumerName, EventID: r.EventID, AttemptID: r.AttemptID,
+		AttemptNumber: r.AttemptNumber, ExpectedReceiptType: r.ExpectedReceiptType,
+		ExpectedReceiptSchemaVersion: r.ExpectedReceiptSchemaVersion, Envelope: c,
+		EnvelopeDigestAlgorithmVersion: r.EventEnvelopeDigestAlgorithmVersion, EnvelopeSHA256: r.EventEnvelopeSHA256,
+	}
+	if r.RequiredProjectionName != nil {
+		d.RequiredProjectionName = *r.RequiredProjectionName
+	}
+	if r.RequiredProjectionVersion != nil {
+		d.RequiredProjectionVersion = *r.RequiredProjectionVersion
+	}
+	return d, ""
+}
+
+func safeDeliver(ctx context.Context, t transport.Transport, d wire.Delivery) (res wire.Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("transport panicked: %v", p)
+		}
+	}()
+	return t.Deliver(ctx, d)
+}
+
+// renewLoop extends the lease every renew_fraction × lease while the delivery runs (R-CL-4).
+// A fencing rejection cancels the delivery: someone else owns it now.
+func (d *Dispatcher) renewLoop(j *job, done <-chan struct{}, cancelDelivery context.CancelFunc, fenced *atomic.Bool) {
+	every := time.Duration(float64(d.cfg.Lease) * d.cfg.RenewFraction)
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(d.hard, d.cfg.StatementTimeout+time.Second)
+		sent := time.Now()
+		_, err := pgcall.RenewLease(ctx, d.pool, j.fence, d.cfg.Lease)
+		cancel()
+		switch {
+		case err == nil:
+			j.mu.Lock()
+			j.leaseEnds = sent.Add(d.cfg.Lease)
+			j.mu.Unlock()
+			t.Reset(every)
+		case errors.Is(err, pgcall.ErrFencingRejected):
+			d.m.FencingRejections.WithLabelValues(j.r.Destination, "renew").Inc()
+			fenced.Store(true)
+			cancelDelivery()
+			return
+		default:
+			if d.hard.Err() != nil {
+				return
+			}
+			d.m.DatabaseErrors.WithLabelValues("renew").Inc()
+			j.log.Warn("lease renewal failed; will retry", "error", safeErr(err), "sqlstate", pgcall.SQLState(err))
+			t.Reset(min(every, time.Second))
+		}
+	}
+}
+
+func (d *Dispatcher) ack(j *job, res wire.Result) {
+	var outcome string
+	err := d.outcomeCall(j, "ack", func(ctx context.Context) error {
+		var err error
+		outcome, err = pgcall.AckDelivery(ctx, d.pool, j.fence, res.Ack, res.Receipt)
+		return err
+	})
+	switch {
+	case err == nil:
+		d.m.Acks.WithLabelValues(j.r.Destination, j.r.EventType, j.r.EventSchemaVersion, outcome).Inc()
+		j.log.Debug("acknowledged", "publication", outcome)
+	case errors.Is(err, pgcall.ErrFencingRejected):
+		d.fenced(j, "ack")
+	case isDocumentRejection(err):
+		// The consumer answered something the kernel refuses (OB002, OB201, malformed JSON):
+		// never acknowledged; retried as invalid_ack.
+		d.m.TransportErrors.WithLabelValues(j.r.Destination, transport.CodeInvalidAck).Inc()
+		j.log.Warn("ack rejected by the kernel; retrying as invalid_ack", "sqlstate", pgcall.SQLState(err))
+		d.retry(j, transport.CodeInvalidAck, "ack_rejected:"+pgcall.SQLState(err))
+	default:
+		j.log.Error("ack not recorded; left to lease expiry", "error", safeErr(err), "sqlstate", pgcall.SQLState(err))
+	}
+}
+
+func (d *Dispatcher) retry(j *job, code, ref string) {
+	var refp *string
+	if ref = transport.SanitizeRef(ref); ref != "" {
+		refp = &ref
+	}
+	var state string
+	err := d.outcomeCall(j, "retry", func(ctx context.Context) error {
+		var err error
+		state, err = pgcall.RetryDelivery(ctx, d.pool, j.fence, code, refp)
+		return err
+	})
+	switch {
+	case err == nil:
+		d.m.Retries.WithLabelValues(j.r.Destination, j.r.EventType, j.r.EventSchemaVersion, code, state).Inc()
+		if state == "quarantined" {
+			d.m.Quarantines.WithLabelValues(j.r.Destination, j.r.EventType, j.r.EventSchemaVersion, "retry_exhausted").Inc()
+			j.log.Warn("retries exhausted; quarantined", "error_code", code)
+		} else {
+			j.log.Debug("retry scheduled", "error_code", code)
+		}
+	case errors.Is(err, pgcall.ErrFencingRejected):
+		d.fenced(j, "retry")
+	default:
+		j.log.Error("retry not recorded; left to lease expiry", "error_code", code, "error", safeErr(err), "sqlstate", pgcall.SQLState(err))
+	}
+}
+
+func (d *Dispatcher) quarantine(j *job, code string) {
+	err := d.outcomeCall(j, "quarantine", func(ctx context.Context) error {
+		return pgcall.QuarantineDelivery(ctx, d.pool, j.fence, code, code)
+	})
+	switch {
+	case err == nil:
+		d.m.Quarantines.WithLabelValues(j.r.Destination, j.r.EventType, j.r.EventSchemaVersion, code).Inc()
+		j.log.Warn("quarantined", "error_code", code)
+	case errors.Is(err, pgcall.ErrFencingRejected):
+		d.fenced(j, "quarantine")
+	default:
+		j.log.Error("quarantine not recorded; left to lease expiry", "error_code", code, "error", safeErr(err), "sqlstate", pgcall.SQLState(err))
+	}
+}
+
+func (d *Dispatcher) fenced(j *job, op string) {
+	d.m.FencingRejections.WithLabelValues(j.r.Destination, op).Inc()
+	j.log.Warn("outcome fenced off: the lease is no longer ours; dropped", "operation", op)
+}
+
+// outcomeCall runs one fenced kernel call. Transient database errors are retried with backoff
+// while the lease may still be live; kernel rejections return at once. The call itself is not
+// cut by the shutdown grace (it is bounded by the statement timeout), retries are.
+func (d *Dispatcher) outcomeCall(j *job, op string, call func(ctx context.Context) error) error {
+	bo := newBackoff(50*time.Millisecond, 2*time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(d.hard), d.cfg.StatementTimeout+time.Second)
+		err := call(ctx)
+		cancel()
+		if err == nil || !isTransientDB(err) {
+			return err
+		}
+		d.m.DatabaseErrors.WithLabelValues(op).Inc()
+		wait := bo.next()
+		if time.Now().Add(wait).After(j.leaseDeadline()) || d.hard.Err() != nil {
+			return err
+		}
+		j.log.Warn("outcome call failed; retrying", "operation", op, "error", safeErr(err), "backoff", wait.String())
+		if !sleepCtx(d.hard, wait) {
+			return err
+		}
+	}
+}
+
+func (d *Dispatcher) listenLoop(ctx context.Context) {
+	bo := newBackoff(200*time.Millisecond, 10*time.Second)
+	for ctx.Err() == nil {
+		conn, err := pgx.ConnectConfig(ctx, d.listenCfg)
+		if err == nil {
+			err = pgcall.ListenDeliveries(ctx, conn)
+		}
+		if err == nil {
+			bo.reset()
+			d.log.Debug("listening", "channel", pgcall.DeliveryChannel)
+			d.signalWake() // anything appended while we were not listening
+			for {
+				n, werr := conn.WaitForNotification(ctx)
+				if werr != nil {
+					err = werr
+					break
+				}
+				if d.destSet[n.Payload] {
+					d.signalWake()
+				}
+			}
+		}
+		if conn != nil {
+			cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = conn.Close(cctx)
+			cancel()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		d.m.DatabaseErrors.WithLabelValues("listen").Inc()
+		wait := bo.next()
+		d.log.Warn("listen connection lost; polling until it is back", "error", safeErr(err), "backoff", wait.String())
+		if !sleepCtx(ctx, wait) {
+			return
+		}
+	}
+}
+
+func (d *Dispatcher) recoveryLoop(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		next := d.cfg.RecoveryInterval
+		cctx, cancel := context.WithTimeout(ctx, d.cfg.StatementTimeout+time.Second)
+		n, err := pgcall.RecoverExpiredLeases(cctx, d.pool, d.cfg.RecoveryBatch)
+		cancel()
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return
+			}
+			d.m.DatabaseErrors.WithLabelValues("recover").Inc()
+			d.log.Warn("lease recovery failed", "error", safeErr(err), "sqlstate", pgcall.SQLState(err))
+		case n > 0:
+			d.m.LeaseExpiries.Add(float64(n))
+			d.log.Info("expired leases recovered (lease_expired_unknown)", "count", n)
+			d.signalWake()
+			if n >= d.cfg.RecoveryBatch {
+				next = 0
+			}
+		}
+		t.Reset(next)
+	}
+}
+
+func (d *Dispatcher) statsLoop(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		d.RefreshStats(ctx)
+		t.Reset(d.cfg.StatsInterval)
+	}
+}
+
+// RefreshStats reads outbox.delivery_stats into the pending/leased/oldest-age gauges.
+func (d *Dispatcher) RefreshStats(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(ctx, d.cfg.StatementTimeout+time.Second)
+	defer cancel()
+	rows, err := pgcall.DeliveryStats(cctx, d.pool)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.m.DatabaseErrors.WithLabelValues("stats").Inc()
+			d.m.StatsUp.Set(0)
+		}
+		return
+	}
+	out := make([]metrics.DestinationStats, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, metrics.DestinationStats{Destination: r.Destination, Pending: r.Pending, Leased: r.Leased, OldestPendingAge: r.OldestPendingAge})
+	}
+	d.m.SetStats(d.dests, out)
+	d.m.StatsUp.Set(1)
+}
+
+// classifyTransportError maps a transport failure to its normalized retryable code.
+func classifyTransportError(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return transport.CodeConsumerTimeout
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return transport.CodeConsumerTimeout
+	}
+	return transport.CodeTransportError
+}
+
+// isTransientDB reports a database error worth retrying: no SQLSTATE (connection lost, dial
+// failure), connection exceptions (08), operator intervention (57: shutdown, cancel, statement
+// timeout), insufficient resources (53), serialization failure or deadlock (40).
+func isTransientDB(err error) bool {
+	s := pgcall.SQLState(err)
+	if s == "" {
+		return !errors.Is(err, context.Canceled)
+	}
+	switch s[:2] {
+	case "08", "57", "53", "40":
+		return true
+	}
+	return false
+}
+
+// isDocumentRejection reports the kernel refusing the consumer's ack/receipt documents: ack
+// rejected (OB002), not canonicalizable (OB201), or a data exception (class 22, e.g. not JSON).
+func isDocumentRejection(err error) bool {
+	if errors.Is(err, pgcall.ErrAckRejected) || errors.Is(err, pgcall.ErrNotCanonicalizable) {
+		return true
+	}
+	s := pgcall.SQLState(err)
+	return strings.HasPrefix(s, "22")
+}
+
+// safeErr renders an error for a log line without any document content: kernel errors show
+// their SQLSTATE and message (never the DETAIL), others their text with passwords redacted.
+func safeErr(err error) string {
+	if err == nil {
+		return ""
+	}
+	var ke *pgcall.Error
+	if errors.As(err, &ke) {
+		return ke.Sentinel.Error() + " (" + ke.PgErr.Code + "): " + ke.PgErr.Message
+	}
+	s := err.Error()
+	if i := strings.Index(s, "password="); i >= 0 {
+		s = s[:i] + "password=REDACTED"
+	}
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}
+
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func newBackoff(minD, maxD time.Duration) *backoff { return &backoff{min: minD, max: maxD} }
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.min
+	} else {
+		b.cur = min(b.cur*2, b.max)
+	}
+	// ±20 % jitter so that several dispatchers do not retry in lockstep.
+	j := 0.8 + 0.4*rand.Float64()
+	return time.Duration(float64(b.cur) * j)
+}
+
+func (b *backoff) reset() { b.cur = 0 }
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,169 @@
+// Package metrics holds the dispatcher's Prometheus collectors and its HTTP server with
+// /metrics, /healthz and /readyz (SPEC R-DP-4). Labels are only destination, event_type,
+// schema_version, outcome and error_code (plus version/go_version on the build-info gauge):
+// never an event, attempt, lease, tenant or request id.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"runtime"
+	"runtime/debug"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+const ns = "pgoutbox"
+
+// Metrics are the dispatcher's collectors on their own registry.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	Claims            *prometheus.CounterVec   // destination, event_type, schema_version
+	Acks              *prometheus.CounterVec   // destination, event_type, schema_version, outcome (complete|not_complete)
+	Retries           *prometheus.CounterVec   // destination, event_type, schema_version, error_code, outcome (pending|quarantined)
+	Quarantines       *prometheus.CounterVec   // destination, event_type, schema_version, error_code
+	FencingRejections *prometheus.CounterVec   // destination, outcome (renew|ack|retry|quarantine)
+	LeaseExpiries     prometheus.Counter       // attempts closed lease_expired_unknown by this process's recovery
+	TransportErrors   *prometheus.CounterVec   // destination, error_code
+	DatabaseErrors    *prometheus.CounterVec   // outcome (the operation: claim|ack|retry|quarantine|renew|recover|listen|stats)
+	DeliveryLatency   *prometheus.HistogramVec // destination, event_type, schema_version, outcome
+	InFlight          prometheus.Gauge
+	Pending           *prometheus.GaugeVec // destination
+	Leased            *prometheus.GaugeVec // destination
+	OldestPendingAge  *prometheus.GaugeVec // destination, seconds
+	StatsUp           prometheus.Gauge     // 1 when the last delivery_stats read succeeded
+	BuildInfo         *prometheus.GaugeVec
+}
+
+// Version is the dispatcher's version (set with -ldflags "-X .../metrics.Version=…").
+var Version = ""
+
+func version() string {
+	if Version != "" {
+		return Version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "devel"
+}
+
+// New creates and registers every collector (plus the Go and process collectors).
+func New() *Metrics {
+	dl := []string{"destination", "event_type", "schema_version"}
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		Claims: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "dispatcher", Name: "claims_total",
+			Help: "Deliveries claimed (one attempt start each)."}, dl),
+		Acks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "dispatcher", Name: "acks_total",
+			Help: "Deliveries acknowledged through ack_delivery, by publication outcome (complete|not_complete)."}, append(dl, "outcome")),
+		Retries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "dispatcher", Name: "retries_total",
+			Help: "retry_delivery calls by normalized error code and resulting state (pending|quarantined)."}, append(dl, "error_code", "outcome")),
+		Quarantines: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "dispatcher", Name: "quarantines_total",
+			Help: "Deliveries quarantined (quarantine_delivery, or retry_delivery reaching max attempts) by reason."}, append(dl, "error_code")),
+		FencingRejections: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "dispatcher", Name: "fencing_rejections_total",
+			Help: "Outcome or renewal calls rejected by fencing (OB001): another worker owns the delivery now."}, []string{"destination", "outcome"}),
+		LeaseExpiries: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: "dispatcher", Name: "lease_expiries_total",
+			Help: "Attempts closed as lease_expired_unknown by recover_expired_leases in this process."}),
+		TransportErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "dispatcher", Name: "transport_errors_total",
+			Help: "Deliveries that ended without a usable consumer answer, by normalized code."}, []string{"destination", "error_code"}),
+		DatabaseErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "dispatcher", Name: "database_errors_total",
+			Help: "Database calls that failed (not fencing), by operation."}, []string{"outcome"}),
+		DeliveryLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: "dispatcher", Name: "delivery_duration_seconds",
+			Help:    "Transport call duration (consumer latency), by outcome class.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}, append(dl, "outcome")),
+		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: "dispatcher", Name: "inflight_deliveries",
+			Help: "Deliveries claimed by this process and not yet finished."}),
+		Pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "pending_deliveries",
+			Help: "Deliveries in status pending (outbox.delivery_stats)."}, []string{"destination"}),
+		Leased: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "leased_deliveries",
+			Help: "Deliveries in status leased (outbox.delivery_stats)."}, []string{"destination"}),
+		OldestPendingAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "oldest_pending_age_seconds",
+			Help: "Age of the oldest pending delivery, 0 when none (outbox.delivery_stats)."}, []string{"destination"}),
+		StatsUp: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "delivery_stats_up",
+			Help: "1 when the last outbox.delivery_stats read succeeded."}),
+		BuildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: "dispatcher", Name: "build_info",
+			Help: "Always 1; the dispatcher's version and Go version."}, []string{"version", "go_version"}),
+	}
+	m.Registry.MustRegister(m.Claims, m.Acks, m.Retries, m.Quarantines, m.FencingRejections, m.LeaseExpiries,
+		m.TransportErrors, m.DatabaseErrors, m.DeliveryLatency, m.InFlight, m.Pending, m.Leased,
+		m.OldestPendingAge, m.StatsUp, m.BuildInfo,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.BuildInfo.WithLabelValues(version(), runtime.Version()).Set(1)
+	return m
+}
+
+// DestinationStats is one row of outbox.delivery_stats as the gauges need it.
+type DestinationStats struct {
+	Destination      string
+	Pending          int64
+	Leased           int64
+	OldestPendingAge time.Duration
+}
+
+// SetStats replaces the per-destination gauges with rows (destinations absent from rows read 0).
+func (m *Metrics) SetStats(destinations []string, rows []DestinationStats) {
+	seen := make(map[string]DestinationStats, len(rows))
+	for _, r := range rows {
+		seen[r.Destination] = r
+	}
+	for _, d := range destinations {
+		r := seen[d]
+		m.Pending.WithLabelValues(d).Set(float64(r.Pending))
+		m.Leased.WithLabelValues(d).Set(float64(r.Leased))
+		m.OldestPendingAge.WithLabelValues(d).Set(r.OldestPendingAge.Seconds())
+	}
+}
+
+// Server serves /metrics, /healthz (process alive) and /readyz (ready returns nil).
+type Server struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+// Listen binds addr and returns the server (not yet serving).
+func Listen(addr string, m *Metrics, ready func(ctx context.Context) error) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+		defer cancel()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := ready(ctx); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("not ready: " + err.Error() + "\n"))
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	return &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}, nil
+}
+
+// Addr is the bound address (useful with port 0).
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Serve serves until Shutdown.
+func (s *Server) Serve() error {
+	err := s.srv.Serve(s.ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops the server.
+func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }

@@ -1,0 +1,176 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/oceanway/pgoutbox/internal/config"
+	"github.com/oceanway/pgoutbox/wire"
+)
+
+// HTTPOptions configure one HTTP destination (docs/transport-http.md).
+type HTTPOptions struct {
+	URL              string
+	Timeout          time.Duration
+	Auth             string // config.AuthNone | AuthHMAC | AuthBearer
+	Secret           config.Secret
+	MaxResponseBytes int
+	// Client overrides the HTTP client (tests); redirects are never followed either way.
+	Client *http.Client
+}
+
+// HTTP posts the canonical envelope to a consumer URL and maps the answer (docs/transport-http.md).
+type HTTP struct {
+	opts   HTTPOptions
+	client *http.Client
+}
+
+// NewHTTP returns an HTTP transport.
+func NewHTTP(opts HTTPOptions) (*HTTP, error) {
+	if opts.URL == "" {
+		return nil, errors.New("http transport: URL required")
+	}
+	if (opts.Auth == config.AuthHMAC || opts.Auth == config.AuthBearer) && opts.Secret.Empty() {
+		return nil, fmt.Errorf("http transport: auth %s needs a secret", opts.Auth)
+	}
+	if opts.MaxResponseBytes <= 0 {
+		opts.MaxResponseBytes = 1 << 20
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 10 * time.Second
+	}
+	c := opts.Client
+	if c == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 256
+		c = &http.Client{Transport: tr}
+	}
+	cc := *c
+	cc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &HTTP{opts: opts, client: &cc}, nil
+}
+
+// Sign returns the value of wire.HeaderSignature for body under secret.
+func Sign(secret, body []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// Deliver POSTs d.Envelope (the canonical bytes) with the wire headers and maps the response.
+func (h *HTTP) Deliver(ctx context.Context, d wire.Delivery) (wire.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, h.opts.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.opts.URL, bytes.NewReader(d.Envelope))
+	if err != nil {
+		return wire.Result{}, fmt.Errorf("http transport: build request: %w", err)
+	}
+	hd := req.Header
+	hd.Set("Content-Type", "application/json")
+	hd.Set("Accept", "application/json")
+	hd.Set(wire.HeaderDestination, d.Destination)
+	hd.Set(wire.HeaderConsumer, d.ConsumerName)
+	hd.Set(wire.HeaderEventID, d.EventID)
+	hd.Set(wire.HeaderAttemptID, d.AttemptID)
+	hd.Set(wire.HeaderAttemptNumber, strconv.Itoa(d.AttemptNumber))
+	hd.Set(wire.HeaderEnvelopeSHA256, d.EnvelopeSHA256)
+	hd.Set(wire.HeaderReceiptType, d.ExpectedReceiptType)
+	hd.Set(wire.HeaderReceiptSchema, strconv.Itoa(d.ExpectedReceiptSchemaVersion))
+	if d.RequiredProjectionName != "" {
+		hd.Set(wire.HeaderProjection, d.RequiredProjectionName+"@"+strconv.Itoa(d.RequiredProjectionVersion))
+	}
+	switch h.opts.Auth {
+	case config.AuthHMAC:
+		hd.Set(wire.HeaderSignature, Sign(h.opts.Secret.Bytes(), d.Envelope))
+	case config.AuthBearer:
+		hd.Set("Authorization", "Bearer "+string(h.opts.Secret.Bytes()))
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		// *url.Error keeps Timeout(); the dispatcher classifies consumer_timeout vs transport_error.
+		return wire.Result{}, fmt.Errorf("http transport: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(h.opts.MaxResponseBytes)+1))
+	if err != nil {
+		return wire.Result{}, fmt.Errorf("http transport: read response: %w", err)
+	}
+	if len(body) > h.opts.MaxResponseBytes {
+		return wire.Result{Status: wire.Retryable, Code: CodeInvalidAck, Ref: "http:response_too_large"}, nil
+	}
+	return MapHTTPResponse(resp.StatusCode, body), nil
+}
+
+// MapHTTPResponse is the response mapping of docs/transport-http.md:
+//   - 200 with a JSON object holding exactly "ack" and "receipt", both JSON objects → Acknowledged;
+//   - any other 2xx, or a 200 whose body is not that → Retryable invalid_ack;
+//   - 409/422 with {"code": <non-retryable code>} → NonRetryable code;
+//   - 429/503 with {"code": <retryable code>} → Retryable code;
+//   - anything else (other statuses, missing/unknown codes, a code of the wrong class for the
+//     status) → Retryable consumer_unavailable.
+func MapHTTPResponse(status int, body []byte) wire.Result {
+	switch {
+	case status == http.StatusOK:
+		ack, receipt, ok := parseSuccess(body)
+		if !ok {
+			return wire.Result{Status: wire.Retryable, Code: CodeInvalidAck, Ref: "http:malformed_success"}
+		}
+		return wire.Result{Status: wire.Acknowledged, Ack: ack, Receipt: receipt}
+	case status >= 200 && status < 300:
+		return wire.Result{Status: wire.Retryable, Code: CodeInvalidAck, Ref: "http:status_" + strconv.Itoa(status)}
+	case status == http.StatusConflict || status == http.StatusUnprocessableEntity:
+		if e, ok := parseError(body); ok && NonRetryableCodes[e.Code] {
+			return wire.Result{Status: wire.NonRetryable, Code: e.Code, Ref: SanitizeRef(e.Ref)}
+		}
+	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
+		if e, ok := parseError(body); ok && RetryableCodes[e.Code] {
+			return wire.Result{Status: wire.Retryable, Code: e.Code, Ref: SanitizeRef(e.Ref)}
+		}
+	}
+	return wire.Result{Status: wire.Retryable, Code: CodeConsumerUnavailable, Ref: "http:status_" + strconv.Itoa(status)}
+}
+
+func parseSuccess(body []byte) (ack, receipt json.RawMessage, ok bool) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil || len(m) != 2 {
+		return nil, nil, false
+	}
+	ack, receipt = m["ack"], m["receipt"]
+	if !isObject(ack) || !isObject(receipt) {
+		return nil, nil, false
+	}
+	return ack, receipt, true
+}
+
+func parseError(body []byte) (wire.HTTPErrorBody, bool) {
+	var e wire.HTTPErrorBody
+	if err := json.Unmarshal(body, &e); err != nil {
+		return e, false
+	}
+	return e, e.Code != ""
+}
+
+func isObject(b json.RawMessage) bool {
+	b = bytes.TrimSpace(b)
+	if len(b) < 2 || b[0] != '{' {
+		return false
+	}
+	var m map[string]json.RawMessage
+	return json.Unmarshal(b, &m) == nil
+}
+
+// Close releases idle connections.
+func (h *HTTP) Close() error {
+	h.client.CloseIdleConnections()
+	return nil
+}

@@ -1,0 +1,178 @@
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/oceanway/pgoutbox/internal/canon"
+	"github.com/oceanway/pgoutbox/internal/config"
+	"github.com/oceanway/pgoutbox/wire"
+)
+
+// Broker receipt kind (SPEC R-AK-1): the receipt the dispatcher builds from a JetStream PubAck.
+const (
+	BrokerReceiptKind          = "broker_publication"
+	BrokerReceiptType          = "BrokerPublicationReceipt"
+	BrokerReceiptSchemaVersion = 1
+	brokerPrefix               = "brokerPublicationReceipt"
+	brokerTimeField            = "publishedAt"
+)
+
+// JetStreamOptions configure one JetStream destination.
+type JetStreamOptions struct {
+	URL     string
+	Subject string
+	// Stream, when set, must be the stream that stores Subject; a PubAck from any other stream
+	// is a transport error.
+	Stream  string
+	Timeout time.Duration
+	Auth    string // config.AuthNone | config.AuthToken
+	Secret  config.Secret
+	// Name is the NATS connection name (the worker name).
+	Name string
+}
+
+// JetStream publishes the canonical envelope to a subject with Nats-Msg-Id = event id, so that
+// JetStream de-duplicates re-publications within the stream's duplicate window, and turns the
+// PubAck into a BrokerPublicationReceipt and an ActiveConsumerAck@1. The resulting ack means:
+// the broker stored the event (once per duplicate window); it says nothing about any downstream
+// consumer having applied it (docs/dispatcher.md, "JetStream").
+type JetStream struct {
+	opts JetStreamOptions
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	now  func() time.Time
+}
+
+// NewJetStream connects to NATS. The connection reconnects by itself for the process lifetime.
+func NewJetStream(opts JetStreamOptions) (*JetStream, error) {
+	if opts.Timeout <= 0 {
+		opts.Timeout = 5 * time.Second
+	}
+	nopts := []nats.Option{
+		nats.Name(opts.Name),
+		nats.Timeout(opts.Timeout),
+		nats.MaxReconnects(-1),
+		nats.RetryOnFailedConnect(true),
+	}
+	if opts.Auth == config.AuthToken {
+		nopts = append(nopts, nats.Token(string(opts.Secret.Bytes())))
+	}
+	nc, err := nats.Connect(opts.URL, nopts...)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream transport: connect: %w", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("jetstream transport: %w", err)
+	}
+	return &JetStream{opts: opts, nc: nc, js: js, now: time.Now}, nil
+}
+
+// Deliver publishes and builds the receipt and ack from the PubAck.
+func (j *JetStream) Deliver(ctx context.Context, d wire.Delivery) (wire.Result, error) {
+	if d.ExpectedReceiptType != BrokerReceiptType || d.ExpectedReceiptSchemaVersion != BrokerReceiptSchemaVersion {
+		return wire.Result{}, fmt.Errorf("jetstream transport: destination %s expects %s@%d, not a broker receipt",
+			d.Destination, d.ExpectedReceiptType, d.ExpectedReceiptSchemaVersion)
+	}
+	ctx, cancel := context.WithTimeout(ctx, j.opts.Timeout)
+	defer cancel()
+	msg := nats.NewMsg(j.opts.Subject)
+	msg.Data = d.Envelope
+	msg.Header.Set(jetstream.MsgIDHeader, d.EventID)
+	msg.Header.Set(wire.HeaderDestination, d.Destination)
+	msg.Header.Set(wire.HeaderConsumer, d.ConsumerName)
+	msg.Header.Set(wire.HeaderEventID, d.EventID)
+	msg.Header.Set(wire.HeaderEnvelopeSHA256, d.EnvelopeSHA256)
+	var popts []jetstream.PublishOpt
+	if j.opts.Stream != "" {
+		popts = append(popts, jetstream.WithExpectStream(j.opts.Stream))
+	}
+	pa, err := j.js.PublishMsg(ctx, msg, popts...)
+	if err != nil {
+		return wire.Result{}, fmt.Errorf("jetstream transport: publish: %w", err)
+	}
+	if j.opts.Stream != "" && pa.Stream != j.opts.Stream {
+		return wire.Result{}, fmt.Errorf("jetstream transport: PubAck from stream %q, configured %q", pa.Stream, j.opts.Stream)
+	}
+	ack, receipt, err := BrokerReceipt(d, pa.Stream, pa.Sequence, pa.Duplicate, j.now())
+	if err != nil {
+		return wire.Result{}, err
+	}
+	return wire.Result{Status: wire.Acknowledged, Ack: ack, Receipt: receipt}, nil
+}
+
+// BrokerReceipt builds the BrokerPublicationReceipt document of a PubAck and the
+// ActiveConsumerAck@1 that refers to it (SPEC R-AK-1, R-AK-1a). The digest covers the receipt
+// minus its ref, its digest and publishedAt; the ref is "<stream>:<sequence>".
+func BrokerReceipt(d wire.Delivery, stream string, sequence uint64, duplicate bool, at time.Time) (ack, receipt json.RawMessage, err error) {
+	if stream == "" {
+		return nil, nil, errors.New("jetstream transport: PubAck without stream")
+	}
+	if sequence == 0 || sequence > canon.MaxSafeInteger {
+		return nil, nil, fmt.Errorf("jetstream transport: PubAck sequence %d outside 1..2^53-1", sequence)
+	}
+	body := map[string]any{
+		brokerPrefix + "SchemaVersion":          BrokerReceiptSchemaVersion,
+		brokerPrefix + "DigestAlgorithmVersion": canon.Algorithm,
+		"destination":                           d.Destination,
+		"consumerName":                          d.ConsumerName,
+		"eventId":                               d.EventID,
+		"eventEnvelopeDigestAlgorithmVersion":   d.EnvelopeDigestAlgorithmVersion,
+		"eventEnvelopeSha256":                   d.EnvelopeSHA256,
+		"stream":                                stream,
+		"sequence":                              sequence,
+		"duplicate":                             duplicate,
+	}
+	digest, err := canon.Digest(body)
+	if err != nil {
+		return nil, nil, fmt.Errorf("jetstream transport: receipt digest: %w", err)
+	}
+	ref := stream + ":" + strconv.FormatUint(sequence, 10)
+	body[brokerPrefix+"Ref"] = ref
+	body[brokerPrefix+"Digest"] = digest
+	body[brokerTimeField] = at.UTC().Format("2006-01-02T15:04:05.000000Z")
+	rb, err := json.Marshal(body)
+	if err != nil {
+		return nil, nil, err
+	}
+	ackDoc := map[string]any{
+		"destination":                         d.Destination,
+		"consumerName":                        d.ConsumerName,
+		"eventId":                             d.EventID,
+		"eventEnvelopeDigestAlgorithmVersion": d.EnvelopeDigestAlgorithmVersion,
+		"eventEnvelopeSha256":                 d.EnvelopeSHA256,
+		"appliedReceipt": map[string]any{
+			"kind":                                  BrokerReceiptKind,
+			brokerPrefix + "Ref":                    ref,
+			brokerPrefix + "SchemaVersion":          BrokerReceiptSchemaVersion,
+			brokerPrefix + "DigestAlgorithmVersion": canon.Algorithm,
+			brokerPrefix + "Digest":                 digest,
+		},
+	}
+	ab, err := json.Marshal(ackDoc)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rb, err = canon.Canonicalize(rb); err != nil {
+		return nil, nil, err
+	}
+	if ab, err = canon.Canonicalize(ab); err != nil {
+		return nil, nil, err
+	}
+	return ab, rb, nil
+}
+
+// Close drains nothing (publishes are synchronous) and closes the connection.
+func (j *JetStream) Close() error {
+	j.nc.Close()
+	return nil
+}

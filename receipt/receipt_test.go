@@ -1,0 +1,131 @@
+package receipt
+
+import (
+	"encoding/json"
+	"errors"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+const (
+	evID = "0b8f3c7e-5d0a-4c1e-9a55-6f0e2f1d9a01"
+	sha  = "4e61575151e66fcadccb26c4b1311612f1576142b66196311ce9099cb21308dd"
+)
+
+func params(kind Kind) Params {
+	p := Params{Destination: "dest", ConsumerName: "cons", EventID: evID, EventEnvelopeSHA256: sha,
+		Time: time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC), Fields: Fields{"outcome": "recorded", "count": 3}}
+	switch kind {
+	case OperationsProjection:
+		p.ProjectionName, p.ProjectionVersion = "operations_timeline", 1
+		p.EventType, p.EventSchemaVersion = "run.created@2.0", "2.0"
+	case BrokerPublication:
+		p.Fields = BrokerFields("outbox", 42, false)
+	}
+	return p
+}
+
+func keys(t *testing.T, raw []byte) string {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return strings.Join(ks, ",")
+}
+
+// R-AK-1, R-AK-1a: every kind builds a receipt that parses back, with its digest, the default
+// ref and an ack of exactly the contract's keys.
+func TestBuildEveryKind(t *testing.T) {
+	for _, info := range Kinds() {
+		d, err := Build(info.Kind, params(info.Kind))
+		if err != nil {
+			t.Fatalf("%s: %v", info.Kind, err)
+		}
+		if d.Ref != DefaultRef("cons", params(info.Kind).ProjectionName, params(info.Kind).ProjectionVersion, evID) {
+			t.Errorf("%s: ref %s", info.Kind, d.Ref)
+		}
+		p, err := Parse(d.Receipt)
+		if err != nil || p.Digest != d.Digest || string(p.Ack) != string(d.Ack) || string(p.Receipt) != string(d.Receipt) {
+			t.Fatalf("%s: parse = %+v, %v", info.Kind, p, err)
+		}
+		if got := keys(t, d.Ack); got != "appliedReceipt,consumerName,destination,eventEnvelopeDigestAlgorithmVersion,eventEnvelopeSha256,eventId" {
+			t.Errorf("%s: ack keys %s", info.Kind, got)
+		}
+		var ack struct{ AppliedReceipt json.RawMessage }
+		_ = json.Unmarshal(d.Ack, &ack)
+		want := []string{"kind", info.RefField(), info.SchemaVersionField(), info.AlgorithmField(), info.DigestField()}
+		sort.Strings(want)
+		if got := keys(t, ack.AppliedReceipt); got != strings.Join(want, ",") {
+			t.Errorf("%s: appliedReceipt keys %s", info.Kind, got)
+		}
+		var m map[string]any
+		_ = json.Unmarshal(d.Receipt, &m)
+		if m[info.TimeField] != "2026-01-02T03:04:05.000006Z" {
+			t.Errorf("%s: time %v", info.Kind, m[info.TimeField])
+		}
+	}
+}
+
+// R-AK-1a: the digest covers everything but the ref, the digest and the time.
+func TestDigestCandidate(t *testing.T) {
+	a, _ := Build(MeteringInputProcessor, params(MeteringInputProcessor))
+	p := params(MeteringInputProcessor)
+	p.Ref, p.Time = "another-ref", p.Time.Add(time.Hour)
+	b, _ := Build(MeteringInputProcessor, p)
+	if a.Digest != b.Digest {
+		t.Fatal("ref or time changed the digest")
+	}
+	p.Fields = Fields{"outcome": "other", "count": 3}
+	c, _ := Build(MeteringInputProcessor, p)
+	if c.Digest == a.Digest {
+		t.Fatal("a kind field did not change the digest")
+	}
+	// Tampering after the fact is caught.
+	var m map[string]any
+	_ = json.Unmarshal(a.Receipt, &m)
+	m["outcome"] = "tampered"
+	raw, _ := json.Marshal(m)
+	if _, _, err := VerifyDigest(raw); !errors.Is(err, ErrDigestMismatch) {
+		t.Fatalf("tampered receipt: %v, want ErrDigestMismatch", err)
+	}
+	if err := CheckAck(b.Ack, a.Receipt); !errors.Is(err, ErrAckMismatch) {
+		t.Fatalf("ack of another receipt: %v, want ErrAckMismatch", err)
+	}
+	if err := CheckAck(a.Ack, a.Receipt); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBuildRejects(t *testing.T) {
+	cases := map[string]func(*Params) Kind{
+		"reserved field": func(p *Params) Kind { p.Fields = Fields{"eventId": "x"}; return MeteringInputProcessor },
+		"prefixed field": func(p *Params) Kind {
+			p.Fields = Fields{"meteringInputProcessorConsumerReceiptRef": "x"}
+			return MeteringInputProcessor
+		},
+		"float":                      func(p *Params) Kind { p.Fields = Fields{"amount": 1.5}; return MeteringInputProcessor },
+		"ops without projection":     func(p *Params) Kind { return OperationsProjection },
+		"broker without stream":      func(p *Params) Kind { return BrokerPublication },
+		"bad event id":               func(p *Params) Kind { p.EventID = "x"; return MeteringInputProcessor },
+		"bad digest":                 func(p *Params) Kind { p.EventEnvelopeSHA256 = "ABC"; return MeteringInputProcessor },
+		"projection without version": func(p *Params) Kind { p.ProjectionName = "x"; return MeteringInputProcessor },
+		"unknown kind":               func(p *Params) Kind { return "nope" },
+	}
+	for name, f := range cases {
+		p := params(MeteringInputProcessor)
+		if _, err := Build(f(&p), p); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+	if _, err := Parse([]byte(`{"meteringInputProcessorConsumerReceiptRef":"a","brokerPublicationReceiptRef":"b"}`)); !errors.Is(err, ErrInvalid) {
+		t.Errorf("two kinds: %v", err)
+	}
+}

@@ -1,0 +1,60 @@
+-- outbox._dispatch_recover(p_destinations text[], p_max_rows integer, p_now timestamptz)
+-- RETURNS integer  (private, SPEC R-CL-2, R-AK-8)
+-- Purpose: lease-expiry recovery in ONE statement. For up to p_max_rows leased deliveries whose
+--   lease expired at p_now (all destinations when p_destinations is NULL): append the finish
+--   outcome=lease_expired_unknown / retry_disposition=reclaimable to the open attempt (only if it
+--   has none: ON CONFLICT on the finishes' primary key), and move the delivery back to pending
+--   with available_at = p_now and the lease columns cleared. Returns how many it moved.
+-- Locking: FOR UPDATE SKIP LOCKED on the delivery rows, so it never waits for a worker that is
+--   acknowledging/retrying its row right now (that worker holds the row lock; if it commits
+--   first its fence succeeded and the row is no longer leased; if we lock first its fence then
+--   sees a pending row and fails with OB001). Never two finishes for one start (PK).
+-- Index: outbox_deliveries_leased (lease_expires_at) WHERE status = 'leased' - the leased set is
+--   bounded by concurrency x batch, never by the backlog. The UPDATE finds the locked rows by
+--   ctid (TID scan; they are locked by this transaction), so no plan can join the backlog.
+-- SQLSTATEs: none of its own.
+-- Caller: outbox.recover_expired_leases and outbox.claim_deliveries; granted to nobody.
+CREATE FUNCTION outbox._dispatch_recover(p_destinations text[], p_max_rows integer, p_now timestamptz)
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    v_count integer;
+BEGIN
+    WITH expired AS (
+        SELECT d.ctid AS row_ctid, d.current_attempt_id
+          FROM outbox.outbox_deliveries AS d
+         WHERE d.status = 'leased'
+           AND d.lease_expires_at <= p_now
+           AND (p_destinations IS NULL OR d.destination = ANY (p_destinations))
+         ORDER BY d.lease_expires_at
+         LIMIT p_max_rows
+           FOR UPDATE SKIP LOCKED
+    ), finished AS (
+        INSERT INTO outbox.outbox_delivery_attempt_finishes
+               (attempt_id, finished_at, outcome, retry_disposition, normalized_error_code, sanitized_error_ref)
+        SELECT x.current_attempt_id, p_now, 'lease_expired_unknown', 'reclaimable', NULL, NULL
+          FROM expired AS x
+         WHERE x.current_attempt_id IS NOT NULL
+        ON CONFLICT (attempt_id) DO NOTHING
+        RETURNING attempt_id
+    ), moved AS (
+        UPDATE outbox.outbox_deliveries AS d
+           SET status           = 'pending',
+               available_at     = p_now,
+               lease_owner      = NULL,
+               lease_token      = NULL,
+               lease_expires_at = NULL
+         WHERE d.ctid = ANY (ARRAY(SELECT x.row_ctid FROM expired AS x))
+           AND d.status = 'leased'
+        RETURNING d.event_id
+    )
+    SELECT pg_catalog.count(*)::integer INTO v_count FROM moved;
+    RETURN v_count;
+END
+$fn$;
+
+COMMENT ON FUNCTION outbox._dispatch_recover(text[], integer, timestamptz) IS
+    'Private: close expired leases as lease_expired_unknown and make their deliveries pending again, one bounded SKIP LOCKED statement (SPEC R-CL-2).';
+REVOKE ALL ON FUNCTION outbox._dispatch_recover(text[], integer, timestamptz) FROM PUBLIC;

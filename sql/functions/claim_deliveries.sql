@@ -1,0 +1,190 @@
+-- outbox.claim_deliveries(p_worker text, p_destinations text[], p_batch_size integer, p_lease interval)
+-- RETURNS TABLE(destination, consumer_name, event_id, attempt_id, lease_token, lease_expires_at,
+--   attempt_number, expected_receipt_type, expected_receipt_schema_version,
+--   required_projection_name, required_projection_version, event_envelope jsonb,
+--   event_envelope_digest_algorithm_version, event_envelope_sha256, event_type,
+--   event_schema_version)  (public, SPEC R-CL-1, R-CL-2, R-CL-5, R-CL-6, R-CL-7, §13)
+-- Purpose: lease up to p_batch_size claimable deliveries of the given destinations to p_worker.
+--   1. A bounded recovery step (outbox._dispatch_recover, at most p_batch_size rows of these
+--      destinations) closes expired leases as lease_expired_unknown and makes them pending, so a
+--      lone dispatcher recovers by itself (R-CL-2).
+--   2. ONE statement: per destination, an index-ordered scan of the partial index
+--      outbox_deliveries_claimable (destination, available_at, created_at, event_id)
+--      WHERE status = 'pending' with FOR UPDATE SKIP LOCKED and LIMIT p_batch_size (a LATERAL
+--      per destination keeps the plan index-driven with several destinations: cost is
+--      O(batch x destinations), never O(backlog)); the candidates are merged in the order
+--      available_at, created_at, event_id and cut to p_batch_size; an UPDATE ... RETURNING (by
+--      ctid of the locked rows: a TID scan) sets status leased, a new lease token and attempt
+--      id, owner, expiry = now + p_lease, attempt_count + 1, last_attempt_at; an INSERT appends
+--      the immutable attempt start; each row's event is read by primary key. With several
+--      destinations, rows locked by a destination's scan but cut by the merge stay locked (not
+--      changed) until this short transaction ends; concurrent claimers skip them meanwhile.
+--      The statement runs through EXECUTE ... USING so it is planned for the actual arguments
+--      on every call: a cached generic plan (LIMIT estimated at 10 % of the table) would
+--      hash-join the whole backlog and trigger JIT.
+--   Eligible: status pending and available_at <= now. Terminal rows (acknowledged, quarantined)
+--   are never in the index. No cursor or high-water mark is read or written.
+--   Per-aggregate ordering (R-CL-7): for a destination with ordering = 'per_aggregate' a
+--   delivery is skipped while a delivery of the same destination and aggregate_id with a smaller
+--   aggregate_revision is pending or leased (index outbox_deliveries_open_by_aggregate). For
+--   ordering = 'none' (default) that check is not evaluated.
+--   The event envelope is rebuilt from the stored event columns (outbox._event_envelope, SPEC D-3);
+--   the caller verifies its digest against event_envelope_sha256 (R-DP-1).
+-- Time: now = clock_timestamp() captured once at the start of the call and used for the
+--   eligibility test, the lease expiry, last_attempt_at and started_at. The claim is meant to run
+--   in its own short transaction (R-CL-5: commit before calling the consumer); taking the wall
+--   clock rather than the transaction start keeps the lease length exact even if the caller
+--   opened the transaction earlier.
+-- SQLSTATEs: 22023 invalid_parameter_value for a worker that is not a literal
+--   (^[a-z0-9][a-z0-9._@-]*$, at most 200 characters), an empty/NULL destination list, a
+--   destination that is not a literal or not registered, a batch size outside 1..1000, a lease
+--   outside 1 second..1 hour.
+-- Caller: outbox_dispatcher.
+CREATE FUNCTION outbox.claim_deliveries(p_worker text, p_destinations text[], p_batch_size integer, p_lease interval)
+RETURNS TABLE (
+    destination                             text,
+    consumer_name                           text,
+    event_id                                uuid,
+    attempt_id                              uuid,
+    lease_token                             uuid,
+    lease_expires_at                        timestamptz,
+    attempt_number                          integer,
+    expected_receipt_type                   text,
+    expected_receipt_schema_version         integer,
+    required_projection_name                text,
+    required_projection_version             integer,
+    event_envelope                          jsonb,
+    event_envelope_digest_algorithm_version text,
+    event_envelope_sha256                   text,
+    event_type                              text,
+    event_schema_version                    text
+)
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_now          timestamptz := pg_catalog.clock_timestamp();
+    v_destinations text[];
+    v_bad          text;
+BEGIN
+    IF p_worker IS NULL OR p_worker !~ '^[a-z0-9][a-z0-9._@-]*$' OR pg_catalog.length(p_worker) > 200 THEN
+        RAISE EXCEPTION 'claim_deliveries: invalid worker'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('worker %L must match ^[a-z0-9][a-z0-9._@-]*$ and have at most 200 characters', p_worker);
+    END IF;
+    IF p_batch_size IS NULL OR p_batch_size < 1 OR p_batch_size > 1000 THEN
+        RAISE EXCEPTION 'claim_deliveries: invalid batch size'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('batch_size %s is outside 1..1000', p_batch_size);
+    END IF;
+    IF p_lease IS NULL OR p_lease < interval '1 second' OR p_lease > interval '1 hour' THEN
+        RAISE EXCEPTION 'claim_deliveries: invalid lease'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('lease %s is outside 1 second..1 hour', p_lease);
+    END IF;
+    IF p_destinations IS NULL OR pg_catalog.cardinality(p_destinations) = 0 THEN
+        RAISE EXCEPTION 'claim_deliveries: no destinations'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'destinations must be a non-empty array of registered destinations';
+    END IF;
+    SELECT coalesce(u.d, 'NULL') INTO v_bad
+      FROM pg_catalog.unnest(p_destinations) AS u(d)
+     WHERE u.d IS NULL
+        OR NOT EXISTS (SELECT 1 FROM outbox.delivery_destinations AS dd WHERE dd.destination = u.d)
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'claim_deliveries: unknown destination'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('destination %s is not registered in outbox.delivery_destinations', v_bad);
+    END IF;
+    SELECT pg_catalog.array_agg(DISTINCT u.d ORDER BY u.d) INTO v_destinations
+      FROM pg_catalog.unnest(p_destinations) AS u(d);
+
+    -- 1. bounded recovery of expired leases of these destinations (R-CL-2)
+    PERFORM outbox._dispatch_recover(v_destinations, p_batch_size, v_now);
+
+    -- 2. claim (R-CL-1). Dynamic SQL on purpose: EXECUTE ... USING plans the statement for the
+    -- actual arguments on every call (a one-shot custom plan), so the LIMIT is known to the
+    -- planner and a cached generic plan (which estimates LIMIT $n as 10 % of the table and then
+    -- hash-joins the whole backlog) can never be used. The statement is also shaped to stay
+    -- O(batch) whatever the statistics say: the UPDATE finds the locked rows by ctid (TID scan;
+    -- the rows are locked by this transaction, so their ctid cannot change), and the event of
+    -- each claimed row is fetched by primary key in a LATERAL ... LIMIT 1 (never a hash join over
+    -- the events table).
+    RETURN QUERY EXECUTE $claim$
+    WITH dest AS (
+        SELECT dd.destination AS dest_name, dd.ordering AS dest_ordering
+          FROM outbox.delivery_destinations AS dd
+         WHERE dd.destination = ANY ($1)
+    ), picked AS (
+        SELECT c.row_ctid
+          FROM dest
+         CROSS JOIN LATERAL (
+                SELECT d.ctid AS row_ctid, d.available_at, d.created_at, d.event_id
+                  FROM outbox.outbox_deliveries AS d
+                 WHERE d.destination = dest.dest_name
+                   AND d.status = 'pending'
+                   AND d.available_at <= $2
+                   AND (dest.dest_ordering = 'none'
+                        OR NOT EXISTS (
+                               SELECT 1
+                                 FROM outbox.outbox_deliveries AS prior
+                                WHERE prior.destination = d.destination
+                                  AND prior.aggregate_id = d.aggregate_id
+                                  AND prior.aggregate_revision < d.aggregate_revision
+                                  AND prior.status IN ('pending', 'leased')))
+                 ORDER BY d.available_at, d.created_at, d.event_id
+                 LIMIT $3
+                   FOR UPDATE OF d SKIP LOCKED
+              ) AS c
+         ORDER BY c.available_at, c.created_at, c.event_id
+         LIMIT $3
+    ), claimed AS (
+        UPDATE outbox.outbox_deliveries AS d
+           SET status             = 'leased',
+               lease_owner        = $4,
+               lease_token        = pg_catalog.gen_random_uuid(),
+               lease_expires_at   = $2 + $5,
+               current_attempt_id = pg_catalog.gen_random_uuid(),
+               attempt_count      = d.attempt_count + 1,
+               last_attempt_at    = $2
+         WHERE d.ctid = ANY (ARRAY(SELECT picked.row_ctid FROM picked))
+           AND d.status = 'pending'
+        RETURNING d.destination, d.event_id, d.consumer_name, d.current_attempt_id, d.lease_token,
+                  d.lease_expires_at, d.attempt_count, d.expected_receipt_type,
+                  d.expected_receipt_schema_version, d.required_projection_name,
+                  d.required_projection_version, d.available_at, d.created_at
+    ), started AS (
+        INSERT INTO outbox.outbox_delivery_attempt_starts
+               (attempt_id, destination, event_id, attempt_number, lease_token, worker, started_at)
+        SELECT c.current_attempt_id, c.destination, c.event_id, c.attempt_count, c.lease_token, $4, $2
+          FROM claimed AS c
+        RETURNING attempt_id
+    )
+    SELECT c.destination, c.consumer_name, c.event_id, c.current_attempt_id, c.lease_token,
+           c.lease_expires_at, c.attempt_count, c.expected_receipt_type,
+           c.expected_receipt_schema_version, c.required_projection_name,
+           c.required_projection_version, ev.envelope,
+           ev.event_envelope_digest_algorithm_version, ev.event_envelope_sha256,
+           ev.event_type, ev.schema_version
+      FROM claimed AS c
+     CROSS JOIN LATERAL (
+            SELECT outbox._event_envelope(e) AS envelope, e.event_envelope_digest_algorithm_version,
+                   e.event_envelope_sha256, e.event_type, e.schema_version
+              FROM outbox.outbox_events AS e
+             WHERE e.event_id = c.event_id
+             LIMIT 1
+          ) AS ev
+     ORDER BY c.available_at, c.created_at, c.event_id
+    $claim$
+    USING v_destinations, v_now, p_batch_size, p_worker, p_lease;
+END
+$fn$;
+
+COMMENT ON FUNCTION outbox.claim_deliveries(text, text[], integer, interval) IS
+    'Lease up to batch_size claimable deliveries (pending, available) of the destinations to worker, ordered by available_at, created_at, event_id; FOR UPDATE SKIP LOCKED; appends one attempt start per row; recovers expired leases of those destinations first. 22023 on invalid arguments. SPEC R-CL-1, R-CL-2, R-CL-6, R-CL-7.';
+REVOKE ALL ON FUNCTION outbox.claim_deliveries(text, text[], integer, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION outbox.claim_deliveries(text, text[], integer, interval) TO outbox_dispatcher;

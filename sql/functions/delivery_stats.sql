@@ -1,0 +1,65 @@
+-- outbox.delivery_stats() RETURNS TABLE (...)  (public, SPEC R-DP-4)
+-- Purpose: cheap per-destination backlog figures for the dispatcher's metrics and readiness:
+--   pending and leased counts, the oldest non-terminal delivery (pending or leased, i.e. not yet
+--   delivered) and its age, and unresolved quarantines. One row per registered destination,
+--   zeros when it has no work.
+-- Cost: reads only non-terminal rows through the partial index
+--   outbox_deliveries_stats_nonterminal (status IN ('pending','leased')), so a scrape costs
+--   O(backlog), never O(history); acknowledged totals are deliberately not computed here (use the
+--   outbox.delivery_status view, an operator read). Unresolved quarantines are counted from
+--   outbox_quarantine, which stays small by design (every row is an open case).
+-- Time: now() (the statement's transaction start), so every row of one call shares one clock.
+-- Locking: none (plain MVCC reads); no fencing (read-only).
+-- SQLSTATEs: none of its own.
+-- Callers: outbox_dispatcher (metrics, start-up preflight), outbox_auditor.
+CREATE FUNCTION outbox.delivery_stats()
+RETURNS TABLE (
+    destination                text,
+    consumer_name              text,
+    receipt_kind               text,
+    pending_count              bigint,
+    leased_count               bigint,
+    oldest_pending_at          timestamptz,
+    oldest_pending_age_seconds double precision,
+    quarantined_unresolved     bigint
+)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    RETURN QUERY
+    WITH v_work AS (
+        SELECT d.destination AS v_destination,
+               count(*) FILTER (WHERE d.status = 'pending') AS v_pending,
+               count(*) FILTER (WHERE d.status = 'leased')  AS v_leased,
+               min(d.created_at)                            AS v_oldest
+        FROM outbox.outbox_deliveries d
+        WHERE d.status IN ('pending', 'leased')
+        GROUP BY d.destination
+    ), v_quarantine AS (
+        SELECT q.destination AS v_destination, count(*) AS v_open
+        FROM outbox.outbox_quarantine q
+        WHERE q.acknowledged_at IS NULL
+        GROUP BY q.destination
+    )
+    SELECT dd.destination,
+           dd.consumer_name,
+           dd.receipt_kind,
+           COALESCE(w.v_pending, 0)::bigint,
+           COALESCE(w.v_leased, 0)::bigint,
+           w.v_oldest,
+           COALESCE(GREATEST(EXTRACT(EPOCH FROM (now() - w.v_oldest)), 0), 0)::double precision,
+           COALESCE(qq.v_open, 0)::bigint
+    FROM outbox.delivery_destinations dd
+    LEFT JOIN v_work w ON w.v_destination = dd.destination
+    LEFT JOIN v_quarantine qq ON qq.v_destination = dd.destination
+    ORDER BY dd.destination;
+END
+$fn$;
+
+COMMENT ON FUNCTION outbox.delivery_stats() IS
+    'Per-destination pending/leased counts, oldest undelivered age and open quarantines, from non-terminal rows only (cheap per scrape). SPEC R-DP-4. Callers: outbox_dispatcher, outbox_auditor.';
+REVOKE ALL ON FUNCTION outbox.delivery_stats() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION outbox.delivery_stats() TO outbox_dispatcher, outbox_auditor;

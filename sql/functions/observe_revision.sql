@@ -1,0 +1,95 @@
+-- inbox.observe_revision(p_consumer_name text, p_projection_name text, p_projection_version integer,
+--   p_aggregate_id text, p_aggregate_revision bigint) RETURNS text  (public, SPEC R-CO-3, §13)
+-- Purpose: the per-aggregate revision check of an ordered consumer, inside its transaction.
+--   'apply'     revision = progress+1 (or 1 with no progress): progress advanced to this
+--               revision and every open gap it fills closed (closed_at, closed_by_revision);
+--               commit it with the receipt and the domain mutation (R-CO-2), or roll it all back.
+--   'duplicate' revision <= progress: nothing written (the consumer answers with its receipt).
+--   'gap'       revision > progress+1: the gap row (expected = progress+1, highest seen
+--               revision, first/last seen, count) is inserted or updated; progress unchanged,
+--               nothing else written. The consumer commits that alone and answers retryable
+--               awaiting_revision, writing no receipt (R-CO-3).
+-- Locking: the progress row FOR UPDATE; while an aggregate has no progress row yet, a
+--   transaction-level advisory lock on the key stands in for it. Observations of one aggregate
+--   therefore serialise until the observing transaction ends. READ COMMITTED is assumed.
+-- SQLSTATEs: OB105 empty aggregate id or revision <= 0; 22023 invalid consumer/projection key.
+-- Caller: outbox_consumer, SECURITY DEFINER: it has no table grants.
+CREATE FUNCTION inbox.observe_revision(p_consumer_name text, p_projection_name text, p_projection_version integer,
+                                       p_aggregate_id text, p_aggregate_revision bigint)
+RETURNS text
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    v_projection_name    text := coalesce(p_projection_name, '');
+    v_projection_version integer := coalesce(p_projection_version, 0);
+    v_last               bigint;
+    v_has_row            boolean := true;
+BEGIN
+    PERFORM inbox._inbox_check_key(p_consumer_name, v_projection_name, v_projection_version);
+    IF p_aggregate_id IS NULL OR p_aggregate_id = '' OR p_aggregate_revision IS NULL OR p_aggregate_revision <= 0 THEN
+        RAISE EXCEPTION 'envelope invalid: aggregate id and revision'
+            USING ERRCODE = 'OB105', DETAIL = 'aggregateId must be non-empty and aggregateRevision > 0';
+    END IF;
+
+    SELECT p.last_revision INTO v_last
+      FROM inbox.inbox_revision_progress p
+     WHERE p.consumer_name = p_consumer_name AND p.projection_name = v_projection_name
+       AND p.projection_version = v_projection_version AND p.aggregate_id = p_aggregate_id
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended(
+            pg_catalog.concat_ws(pg_catalog.chr(31), 'inbox.observe_revision', p_consumer_name,
+                                 v_projection_name, v_projection_version::text, p_aggregate_id), 0));
+        -- A new statement: sees a progress row committed while we waited.
+        SELECT p.last_revision INTO v_last
+          FROM inbox.inbox_revision_progress p
+         WHERE p.consumer_name = p_consumer_name AND p.projection_name = v_projection_name
+           AND p.projection_version = v_projection_version AND p.aggregate_id = p_aggregate_id
+           FOR UPDATE;
+        IF NOT FOUND THEN
+            v_last := 0;
+            v_has_row := false;
+        END IF;
+    END IF;
+
+    IF p_aggregate_revision <= v_last THEN
+        RETURN 'duplicate';
+    END IF;
+
+    IF p_aggregate_revision = v_last + 1 THEN
+        IF v_has_row THEN
+            UPDATE inbox.inbox_revision_progress p
+               SET last_revision = p_aggregate_revision, updated_at = pg_catalog.now()
+             WHERE p.consumer_name = p_consumer_name AND p.projection_name = v_projection_name
+               AND p.projection_version = v_projection_version AND p.aggregate_id = p_aggregate_id;
+        ELSE
+            INSERT INTO inbox.inbox_revision_progress
+                   (consumer_name, projection_name, projection_version, aggregate_id, last_revision)
+            VALUES (p_consumer_name, v_projection_name, v_projection_version, p_aggregate_id, p_aggregate_revision);
+        END IF;
+        UPDATE inbox.inbox_revision_gaps g
+           SET closed_at = pg_catalog.now(), closed_by_revision = p_aggregate_revision
+         WHERE g.consumer_name = p_consumer_name AND g.projection_name = v_projection_name
+           AND g.projection_version = v_projection_version AND g.aggregate_id = p_aggregate_id
+           AND g.closed_at IS NULL AND g.expected_revision <= p_aggregate_revision;
+        RETURN 'apply';
+    END IF;
+
+    INSERT INTO inbox.inbox_revision_gaps AS g
+           (consumer_name, projection_name, projection_version, aggregate_id, expected_revision, seen_revision)
+    VALUES (p_consumer_name, v_projection_name, v_projection_version, p_aggregate_id, v_last + 1, p_aggregate_revision)
+    ON CONFLICT (consumer_name, projection_name, projection_version, aggregate_id, expected_revision) DO UPDATE
+       SET seen_revision = GREATEST(g.seen_revision, EXCLUDED.seen_revision),
+           last_seen_at = pg_catalog.now(),
+           observation_count = g.observation_count + 1;
+    RETURN 'gap';
+END
+$fn$;
+
+COMMENT ON FUNCTION inbox.observe_revision(text, text, integer, text, bigint) IS
+    'Per-aggregate revision check of an ordered consumer: apply (progress advanced, gaps closed) | duplicate | gap (gap recorded, nothing else). SPEC R-CO-3, §13.';
+REVOKE ALL ON FUNCTION inbox.observe_revision(text, text, integer, text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION inbox.observe_revision(text, text, integer, text, bigint) TO outbox_consumer;

@@ -1,0 +1,289 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/oceanway/pgoutbox/consumer"
+	"github.com/oceanway/pgoutbox/consumer/reference"
+	"github.com/oceanway/pgoutbox/internal/config"
+	"github.com/oceanway/pgoutbox/internal/transport"
+	"github.com/oceanway/pgoutbox/wire"
+)
+
+var ckSecret = []byte("a-test-secret-of-enough-length-0123456789")
+
+// ckPost posts d to url as the HTTP transport does (docs/transport-http.md), signing with
+// secret when non-nil and sending extra headers; it returns the status and body.
+func ckPost(t *testing.T, url string, d wire.Delivery, secret []byte, extra map[string]string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(d.Envelope))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := req.Header
+	h.Set("Content-Type", "application/json")
+	h.Set(wire.HeaderDestination, d.Destination)
+	h.Set(wire.HeaderConsumer, d.ConsumerName)
+	h.Set(wire.HeaderEventID, d.EventID)
+	h.Set(wire.HeaderAttemptID, d.AttemptID)
+	h.Set(wire.HeaderAttemptNumber, strconv.Itoa(d.AttemptNumber))
+	h.Set(wire.HeaderEnvelopeSHA256, d.EnvelopeSHA256)
+	h.Set(wire.HeaderReceiptType, d.ExpectedReceiptType)
+	h.Set(wire.HeaderReceiptSchema, strconv.Itoa(d.ExpectedReceiptSchemaVersion))
+	if d.RequiredProjectionName != "" {
+		h.Set(wire.HeaderProjection, d.RequiredProjectionName+"@"+strconv.Itoa(d.RequiredProjectionVersion))
+	}
+	if secret != nil {
+		h.Set(wire.HeaderSignature, consumer.Sign(secret, d.Envelope))
+	}
+	for k, v := range extra {
+		h.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, body
+}
+
+func ckKeys(t *testing.T, raw []byte) []string {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("not a JSON object: %s", raw)
+	}
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+func ckErrorCode(t *testing.T, body []byte) string {
+	t.Helper()
+	var e wire.HTTPErrorBody
+	if err := json.Unmarshal(body, &e); err != nil {
+		t.Fatalf("error body %s: %v", body, err)
+	}
+	return e.Code
+}
+
+// R-CO-5, R-DP-2: the kit's http.Handler speaks the HTTP wire contract. A missing or bad
+// signature (or a body changed after signing) is 401 and nothing is applied; success is 200
+// with exactly {ack, receipt}, ActiveConsumerAck@1 with exactly its six keys and the five of
+// appliedReceipt; the same bytes on redelivery; non-retryable codes are 422 (409 for
+// receipt_conflict), retryable ones 503 (429 for capacity_protection).
+func TestConsumerHTTPHandler(t *testing.T) {
+	t.Parallel()
+	b := ckSetup(t)
+	spec := ckSpec(t, reference.MeteringInputProcessorConsumer)
+	srv := httptest.NewServer(b.kit(t, spec.ConsumerName, func(c *consumer.Config) { c.HMACSecret = ckSecret }))
+	defer srv.Close()
+	env := ckEnv(reference.ExecutionAttemptEligibility, "attempt-h", 1)
+	d := ckDelivery(t, spec, env)
+
+	for name, tc := range map[string]struct {
+		secret []byte
+		extra  map[string]string
+	}{
+		"missing signature": {nil, nil},
+		"wrong secret":      {[]byte("another-secret-another-secret-0000"), nil},
+		"malformed":         {nil, map[string]string{wire.HeaderSignature: "sha256=zz"}},
+		"bearer instead":    {nil, map[string]string{"Authorization": "Bearer " + string(ckSecret)}},
+	} {
+		status, body := ckPost(t, srv.URL, d, tc.secret, tc.extra)
+		if status != http.StatusUnauthorized {
+			t.Fatalf("%s: status %d (%s), want 401", name, status, body)
+		}
+	}
+	// Signed, then the body altered in transit (its digest header altered to match).
+	altered := ckDelivery(t, spec, env)
+	sig := consumer.Sign(ckSecret, altered.Envelope)
+	env2 := ckEnv(reference.ExecutionAttemptEligibility, "attempt-h", 1)
+	env2["eventId"] = env["eventId"]
+	altered2 := ckDelivery(t, spec, env2)
+	if status, _ := ckPost(t, srv.URL, altered2, nil, map[string]string{wire.HeaderSignature: sig}); status != http.StatusUnauthorized {
+		t.Fatalf("altered body: status %d, want 401", status)
+	}
+	if n := ckEffects(t, b.pool, spec, d.EventID); n != 0 {
+		t.Fatalf("an unauthenticated request was applied")
+	}
+	if n := ckReceipts(t, b.pool, spec.ConsumerName, d.EventID); n != 0 {
+		t.Fatalf("an unauthenticated request wrote a receipt")
+	}
+
+	status, body := ckPost(t, srv.URL, d, ckSecret, nil)
+	if status != http.StatusOK {
+		t.Fatalf("status %d (%s), want 200", status, body)
+	}
+	if got := strings.Join(ckKeys(t, body), ","); got != "ack,receipt" {
+		t.Fatalf("success body keys %s", got)
+	}
+	var ok wire.HTTPSuccessBody
+	if err := json.Unmarshal(body, &ok); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(ckKeys(t, ok.Ack), ","); got != "appliedReceipt,consumerName,destination,eventEnvelopeDigestAlgorithmVersion,eventEnvelopeSha256,eventId" {
+		t.Fatalf("ack keys %s", got)
+	}
+	var ack struct{ AppliedReceipt json.RawMessage }
+	_ = json.Unmarshal(ok.Ack, &ack)
+	if got := strings.Join(ckKeys(t, ack.AppliedReceipt), ","); got != "kind,meteringInputProcessorConsumerReceiptDigest,meteringInputProcessorConsumerReceiptDigestAlgorithmVersion,meteringInputProcessorConsumerReceiptRef,meteringInputProcessorConsumerReceiptSchemaVersion" {
+		t.Fatalf("appliedReceipt keys %s", got)
+	}
+	ckWantAck(t, wire.Result{Status: wire.Acknowledged, Ack: ok.Ack, Receipt: ok.Receipt})
+	if status, again := ckPost(t, srv.URL, d, ckSecret, nil); status != http.StatusOK || !bytes.Equal(again, body) {
+		t.Fatalf("redelivery: %d %s, want the same 200 body", status, again)
+	}
+	if n := ckEffects(t, b.pool, spec, d.EventID); n != 1 {
+		t.Fatalf("applied %d times", n)
+	}
+
+	// 409 receipt_conflict: same event id, other content.
+	env["payload"] = map[string]any{"other": "content"}
+	if status, body := ckPost(t, srv.URL, ckDelivery(t, spec, env), ckSecret, nil); status != http.StatusConflict || ckErrorCode(t, body) != "receipt_conflict" {
+		t.Fatalf("tampered: %d %s, want 409 receipt_conflict", status, body)
+	}
+	// 422 digest_conflict and unknown_event_type.
+	bad := ckDelivery(t, spec, ckEnv(reference.ExecutionAttemptEligibility, "attempt-i", 1))
+	bad.EnvelopeSHA256 = ckFlip(bad.EnvelopeSHA256)
+	if status, body := ckPost(t, srv.URL, bad, ckSecret, nil); status != http.StatusUnprocessableEntity || ckErrorCode(t, body) != "digest_conflict" {
+		t.Fatalf("digest: %d %s, want 422 digest_conflict", status, body)
+	}
+	unknown := ckDelivery(t, spec, ckEnv(reference.RunCreated, "run-i", 1))
+	if status, body := ckPost(t, srv.URL, unknown, ckSecret, nil); status != http.StatusUnprocessableEntity || ckErrorCode(t, body) != "unknown_event_type" {
+		t.Fatalf("unknown: %d %s, want 422 unknown_event_type", status, body)
+	}
+	// 400: the delivery headers are missing.
+	if status, _ := ckPost(t, srv.URL, d, ckSecret, map[string]string{wire.HeaderEventID: ""}); status != http.StatusBadRequest {
+		t.Fatalf("missing header: %d, want 400", status)
+	}
+}
+
+// R-CO-3, R-AK-7 over HTTP: a revision gap is 503 awaiting_revision; an unreachable database is
+// 503 database_unavailable; beyond MaxConcurrent it is 429 capacity_protection; a bearer token
+// authenticates when configured.
+func TestConsumerHTTPRetryableAndBearer(t *testing.T) {
+	t.Parallel()
+	b := ckSetup(t)
+	ops := ckSpec(t, reference.OperationsProjector)
+	opsSrv := httptest.NewServer(b.kit(t, ops.ConsumerName, func(c *consumer.Config) { c.BearerToken = "token-123" }))
+	defer opsSrv.Close()
+	bearer := map[string]string{"Authorization": "Bearer token-123"}
+	gap := ckDelivery(t, ops, ckEnv(reference.BillingFinalizationCommitted, "agg-g", 2))
+	if status, body := ckPost(t, opsSrv.URL, gap, nil, bearer); status != http.StatusServiceUnavailable || ckErrorCode(t, body) != "awaiting_revision" {
+		t.Fatalf("gap: %d %s, want 503 awaiting_revision", status, body)
+	}
+	if status, _ := ckPost(t, opsSrv.URL, gap, nil, map[string]string{"Authorization": "Bearer nope"}); status != http.StatusUnauthorized {
+		t.Fatalf("wrong token: %d, want 401", status)
+	}
+	first := ckDelivery(t, ops, ckEnv(reference.BillingFinalizationCommitted, "agg-g", 1))
+	if status, body := ckPost(t, opsSrv.URL, first, nil, bearer); status != http.StatusOK {
+		t.Fatalf("revision 1: %d %s", status, body)
+	}
+
+	// An unreachable database.
+	cfg, err := pgxpool.ParseConfig("postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	spec := ckSpec(t, reference.BillingSettlementCatchUpConsumer)
+	deadKit, err := consumer.New(func() consumer.Config {
+		c := spec.Config(dead)
+		c.HMACSecret = ckSecret
+		return c
+	}())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadSrv := httptest.NewServer(deadKit)
+	defer deadSrv.Close()
+	d := ckDelivery(t, spec, ckEnv(reference.MeteringSettlementInput, "dim-d", 1))
+	if status, body := ckPost(t, deadSrv.URL, d, ckSecret, nil); status != http.StatusServiceUnavailable || ckErrorCode(t, body) != "database_unavailable" {
+		t.Fatalf("dead database: %d %s, want 503 database_unavailable", status, body)
+	}
+
+	// Capacity: one delivery in progress (held inside Apply), the next is 429.
+	entered, release := make(chan struct{}), make(chan struct{})
+	busy := b.kit(t, spec.ConsumerName, func(c *consumer.Config) {
+		c.HMACSecret, c.MaxConcurrent = ckSecret, 1
+		inner := c.Apply
+		c.Apply = func(ctx context.Context, tx pgx.Tx, ev consumer.Event) (consumer.ReceiptFields, error) {
+			close(entered)
+			<-release
+			return inner(ctx, tx, ev)
+		}
+	})
+	busySrv := httptest.NewServer(busy)
+	defer busySrv.Close()
+	done := make(chan int, 1)
+	go func() {
+		status, _ := ckPost(t, busySrv.URL, d, ckSecret, nil)
+		done <- status
+	}()
+	<-entered
+	other := ckDelivery(t, spec, ckEnv(reference.MeteringSettlementInput, "dim-e", 1))
+	if status, body := ckPost(t, busySrv.URL, other, ckSecret, nil); status != http.StatusTooManyRequests || ckErrorCode(t, body) != "capacity_protection" {
+		t.Fatalf("busy: %d %s, want 429 capacity_protection", status, body)
+	}
+	close(release)
+	if status := <-done; status != http.StatusOK {
+		t.Fatalf("held delivery: %d", status)
+	}
+}
+
+// R-DP-2, R-CO-5: the dispatcher's own HTTP transport (internal/transport) and the kit agree:
+// an acknowledged delivery through it carries the same ack as the in-process adapter gives for
+// a redelivery, and a rejection maps to the same class and code.
+func TestConsumerHTTPWithDispatcherTransport(t *testing.T) {
+	t.Parallel()
+	b := ckSetup(t)
+	spec := ckSpec(t, reference.OperationsProjector)
+	kit := b.kit(t, spec.ConsumerName, func(c *consumer.Config) { c.HMACSecret = ckSecret })
+	srv := httptest.NewServer(kit)
+	defer srv.Close()
+	tr, err := transport.NewHTTP(transport.HTTPOptions{URL: srv.URL, Timeout: 20 * time.Second,
+		Auth: config.AuthHMAC, Secret: config.NewSecret(ckSecret)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	d := ckDelivery(t, spec, ckEnv(reference.RunCreated, "run-t", 1))
+	r, err := tr.Deliver(context.Background(), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ckWantAck(t, r)
+	again := ckDeliver(t, kit, d)
+	if !bytes.Equal(again.Ack, r.Ack) {
+		t.Fatalf("in-process ack differs from the HTTP one:\n%s\n%s", again.Ack, r.Ack)
+	}
+	v := ckEnv(reference.RunCreated, "run-u", 1)
+	v["eventSchemaVersion"] = "9"
+	r, err = tr.Deliver(context.Background(), ckDelivery(t, spec, v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ckWant(t, r, wire.NonRetryable, "unsupported_schema")
+}
