@@ -68,8 +68,10 @@ BENCHTIME ?= 2000x
 bench: db-up
 	go test -tags bench -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 60m ./bench/ | tee bench.out
 
-demo: migrate
-	go run ./cmd/demo
+## demo: the whole system on the local cluster; stops by itself
+demo: db-up
+	go build -o bin/ ./cmd/dispatcher ./cmd/refconsumer ./cmd/outboxctl
+	go run ./cmd/demo -server "$(DATABASE_URL)" -bin bin
 
 schema: migrate
 	pg_dump --schema-only --no-owner=false --schema=outbox --schema=inbox "$(PGOUTBOX_URL)" > docs/schema.sql

@@ -190,3 +190,16 @@ ON CONFLICT (event_id) DO NOTHING`,
 		return consumer.ReceiptFields{"consumerOutcome": "recorded"}, nil
 	}
 }
+
+// Querier reads (a *pgx.Conn, pgx.Tx or *pgxpool.Pool).
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Effects reports how many distinct events this consumer applied and how many of them were
+// applied more than once (must be 0: receipts make redelivery harmless, SPEC R-CO-1, R-AK-8).
+func (s Spec) Effects(ctx context.Context, db Querier) (applied, duplicated int64, err error) {
+	err = db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE applied_count > 1) FROM `+
+		pgx.Identifier{s.Schema}.Sanitize()+`.effects`).Scan(&applied, &duplicated)
+	return applied, duplicated, err
+}
