@@ -2,27 +2,30 @@
 SHELL := /bin/bash
 export GOFLAGS ?= -mod=mod
 
-# Base URL: the cluster's maintenance database (tests create their own databases from it).
-DATABASE_URL ?= $(shell scripts/pg.sh url postgres)
-export DATABASE_URL
-# The application database that `make migrate`, outboxctl and the demo use.
-PGOUTBOX_URL ?= $(shell DATABASE_URL= scripts/pg.sh url pgoutbox)
-ifneq ($(origin DATABASE_URL),file)
-PGOUTBOX_URL := $(DATABASE_URL)
+# Without DATABASE_URL the project's own throw-away cluster is used (scripts/pg.sh): DATABASE_URL
+# is its maintenance database (tests create their own databases from it) and PGOUTBOX_URL the
+# application database that `make migrate`, outboxctl and the demo use. With DATABASE_URL set by
+# the caller, that cluster is used as is and PGOUTBOX_URL defaults to DATABASE_URL.
+ifeq ($(origin DATABASE_URL),undefined)
+DATABASE_URL := $(shell scripts/pg.sh url postgres)
+PGOUTBOX_URL ?= $(shell scripts/pg.sh url pgoutbox)
+PGOUTBOX_LOCAL_CLUSTER := 1
+else ifneq ($(PGOUTBOX_LOCAL_CLUSTER),1)
+PGOUTBOX_URL ?= $(DATABASE_URL)
 endif
-export PGOUTBOX_URL
+export DATABASE_URL PGOUTBOX_URL PGOUTBOX_LOCAL_CLUSTER
 
 GO_TEST_FLAGS ?= -count=1 -timeout 40m
 
-.PHONY: all build db-up db-down db-destroy db-url migrate test test-go check-sql-api fuzz bench demo soak schema clean
+.PHONY: all build db-up db-down db-destroy db-reset db-url migrate test test-go check-sql-api fuzz bench demo soak schema clean
 
 all: build
 
 build:
 	go build ./...
 
-# With DATABASE_URL from the environment the cluster is the caller's: nothing is started.
-ifeq ($(origin DATABASE_URL),file)
+# With DATABASE_URL from the caller the cluster is theirs: nothing is started or stopped.
+ifeq ($(PGOUTBOX_LOCAL_CLUSTER),1)
 PGCTL := env -u DATABASE_URL scripts/pg.sh
 else
 PGCTL := scripts/pg.sh
@@ -36,6 +39,11 @@ db-down:
 
 db-destroy:
 	@$(PGCTL) destroy
+
+## db-reset: drop and recreate the local application database, then migrate it
+db-reset: db-up
+	psql "$(DATABASE_URL)" -qc 'DROP DATABASE IF EXISTS pgoutbox WITH (FORCE)' -c 'CREATE DATABASE pgoutbox TEMPLATE template0 ENCODING UTF8'
+	$(MAKE) --no-print-directory migrate > /dev/null
 
 db-url:
 	@echo $(DATABASE_URL)

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/oceanway/pgoutbox/internal/pgcall"
+	"github.com/oceanway/pgoutbox/internal/testdb"
+)
+
+// R-DS-4, R-DS-5, R-SEC-4: outboxctl registers (computing the digest itself), activates and
+// lists releases as outbox_registrar / outbox_auditor, and prints the audit.
+func TestReleaseCommands(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := testdb.URL(t)
+	var out bytes.Buffer
+	if err := run(ctx, dsn, []string{"release", "register-reference"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Fields(out.String())
+	if len(fields) != 5 || fields[0] != "registered" || fields[1] != "1" || len(fields[4]) != 64 {
+		t.Fatalf("register output %q", out.String())
+	}
+	out.Reset()
+	if err := run(ctx, dsn, []string{"release", "activate", "1", "1", "jcs-sha256-v1", fields[4]}, &out); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := run(ctx, dsn, []string{"release", "list"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), fields[4]+"  active") || !strings.Contains(out.String(), "oceanway-first-release") {
+		t.Fatalf("list output:\n%s", out.String())
+	}
+	// A release file with a hand-written digest is refused before it reaches the database.
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"deliverySetDefinitionDigest":"00"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(ctx, dsn, []string{"release", "register", bad}, &out); err == nil || !strings.Contains(err.Error(), "carries deliverySetDefinitionDigest") {
+		t.Fatalf("file with a digest: %v", err)
+	}
+	// A wrong quartet is the database's OB101.
+	if err := run(ctx, dsn, []string{"release", "activate", "1", "1", "jcs-sha256-v1", strings.Repeat("0", 64)}, &out); !errors.Is(err, pgcall.ErrDefinitionInvalid) {
+		t.Fatalf("activate unknown quartet: %v", err)
+	}
+	out.Reset()
+	if err := run(ctx, dsn, []string{"audit"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "# grant matrix") || !strings.Contains(out.String(), "tg_outbox_events__delivery_set_complete") {
+		t.Fatalf("audit output lacks the matrix or the triggers")
+	}
+	if err := run(ctx, dsn, []string{"release", "frobnicate"}, &out); !errors.Is(err, errUsage) {
+		t.Fatalf("bad usage: %v", err)
+	}
+}
