@@ -75,11 +75,18 @@ check-sql-api: db-up
 BENCHTIME ?= 2000x
 bench: db-up
 	go test -tags bench -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 60m ./bench/ | tee bench.out
+	go run ./cmd/benchreport -in bench.out -out docs/performance.md -db "$(DATABASE_URL)"
 
 ## demo: the whole system on the local cluster; stops by itself
 demo: db-up
 	go build -o bin/ ./cmd/dispatcher ./cmd/refconsumer ./cmd/outboxctl
 	go run ./cmd/demo -server "$(DATABASE_URL)" -bin bin
+
+## soak: the bounded soak of T-8 (100k events, 4 reference consumers, 5 % injected failures,
+## lost acks, 2 dispatcher restarts); writes docs/soak-report.md; stops by itself
+SOAK_FLAGS ?=
+soak: db-up
+	go run ./cmd/soak -server "$(DATABASE_URL)" $(SOAK_FLAGS)
 
 schema: migrate
 	pg_dump --schema-only --no-owner=false --schema=outbox --schema=inbox "$(PGOUTBOX_URL)" > docs/schema.sql
