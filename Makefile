@@ -57,6 +57,7 @@ test: db-up build
 	go vet ./...
 	go vet -tags bench ./bench/
 	go test $(GO_TEST_FLAGS) ./...
+	go test $(GO_TEST_FLAGS) -tags pgrestart -run TestPostgresRestart ./tests/
 	$(MAKE) --no-print-directory fuzz FUZZTIME=10s
 	$(MAKE) --no-print-directory check-sql-api
 
