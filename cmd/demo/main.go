@@ -69,11 +69,11 @@ func run(ctx context.Context, server, bin string, runs int, timeout time.Duratio
 
 	step("databases")
 	var err error
-	if d.producerURL, err = d.freshDatabase(ctx, "pgoutbox_demo"); err != nil {
+	if d.producerURL, err = migrate.FreshDatabase(ctx, d.server, "pgoutbox_demo"); err != nil {
 		return err
 	}
 	for _, s := range reference.All() {
-		u, err := d.freshDatabase(ctx, "pgoutbox_demo_"+strings.TrimSuffix(s.ConsumerName, "_consumer"))
+		u, err := migrate.FreshDatabase(ctx, d.server, "pgoutbox_demo_"+strings.TrimSuffix(s.ConsumerName, "_consumer"))
 		if err != nil {
 			return err
 		}
@@ -122,41 +122,6 @@ func run(ctx context.Context, server, bin string, runs int, timeout time.Duratio
 }
 
 func step(s string) { fmt.Printf("\n== %s\n", s) }
-
-// freshDatabase drops and recreates name on the demo's cluster and migrates it.
-func (d *demo) freshDatabase(ctx context.Context, name string) (string, error) {
-	admin, err := pgx.Connect(ctx, d.server)
-	if err != nil {
-		return "", fmt.Errorf("connect to the cluster: %w", err)
-	}
-	defer admin.Close(ctx)
-	id := pgx.Identifier{name}.Sanitize()
-	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+id+" WITH (FORCE)"); err != nil {
-		return "", err
-	}
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+id+" ENCODING 'UTF8' TEMPLATE template0"); err != nil {
-		return "", err
-	}
-	u := withDatabase(d.server, name)
-	conn, err := pgx.Connect(ctx, u)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close(ctx)
-	if err := migrate.Up(ctx, conn); err != nil {
-		return "", fmt.Errorf("migrate %s: %w", name, err)
-	}
-	return u, nil
-}
-
-func withDatabase(serverURL, db string) string {
-	i := strings.LastIndex(serverURL, "/")
-	rest := ""
-	if q := strings.Index(serverURL[i:], "?"); q >= 0 {
-		rest = serverURL[i+q:]
-	}
-	return serverURL[:i+1] + db + rest
-}
 
 func redact(u string) string {
 	if i := strings.Index(u, "@"); i > 0 {

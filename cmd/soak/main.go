@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/oceanway/pgoutbox/consumer/reference"
+	"github.com/oceanway/pgoutbox/internal/migrate"
 	"github.com/oceanway/pgoutbox/internal/soak"
 )
 
@@ -67,14 +68,14 @@ func run(ctx context.Context, server string, keep bool, out string, verbose bool
 	names := []string{"pgoutbox_soak"}
 	var err error
 	fmt.Println("== databases")
-	if cfg.ProducerDSN, err = soak.FreshDatabase(ctx, server, names[0]); err != nil {
+	if cfg.ProducerDSN, err = migrate.FreshDatabase(ctx, server, names[0]); err != nil {
 		return 1, err
 	}
 	cfg.ConsumerDSNs = map[string]string{}
 	for _, s := range reference.All() {
 		name := "pgoutbox_soak_" + strings.TrimSuffix(s.ConsumerName, "_consumer")
 		names = append(names, name)
-		if cfg.ConsumerDSNs[s.ConsumerName], err = soak.FreshDatabase(ctx, server, name); err != nil {
+		if cfg.ConsumerDSNs[s.ConsumerName], err = migrate.FreshDatabase(ctx, server, name); err != nil {
 			return 1, err
 		}
 	}
@@ -82,7 +83,7 @@ func run(ctx context.Context, server string, keep bool, out string, verbose bool
 	if !keep {
 		defer func() {
 			for _, n := range names {
-				_ = soak.DropDatabase(context.Background(), server, n)
+				_ = migrate.DropDatabase(context.Background(), server, n)
 			}
 		}()
 	}

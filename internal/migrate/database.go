@@ -1,4 +1,4 @@
-package soak
+package migrate
 
 import (
 	"context"
@@ -6,13 +6,11 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/oceanway/pgoutbox/internal/migrate"
 )
 
 // FreshDatabase drops and recreates the database name on the cluster of serverURL (a superuser
 // URL of its maintenance database), migrates it with the kernel's migrations and returns its URL
-// (the approach of cmd/demo).
+// (demo, soak).
 func FreshDatabase(ctx context.Context, serverURL, name string) (string, error) {
 	admin, err := pgx.Connect(ctx, serverURL)
 	if err != nil {
@@ -32,7 +30,7 @@ func FreshDatabase(ctx context.Context, serverURL, name string) (string, error) 
 		return "", err
 	}
 	defer conn.Close(ctx)
-	if err := migrate.Up(ctx, conn); err != nil {
+	if err := Up(ctx, conn); err != nil {
 		return "", fmt.Errorf("migrate %s: %w", name, err)
 	}
 	return u, nil
