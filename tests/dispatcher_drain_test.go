@@ -1,7 +1,7 @@
 package tests
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -85,27 +85,13 @@ timeout = "60s"
 	}
 	cmd := exec.Command(bin, "-config", cfgPath)
 	cmd.Env = []string{"PGOUTBOX_DATABASE_URL=" + db.dsn, "DP_TEST_SECRET=" + dpSecret}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	lines := make(chan string, 4096)
+	lw := &dpLineWriter{lines: lines}
+	cmd.Stderr = lw // exec copies until EOF before Wait returns: no line is lost
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	lines := make(chan string, 1024)
-	var logMu sync.Mutex
-	var logs []string
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			logMu.Lock()
-			logs = append(logs, sc.Text())
-			logMu.Unlock()
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
 	waitLog := func(msg string) {
 		t.Helper()
 		timeout := time.After(60 * time.Second)
@@ -113,7 +99,7 @@ timeout = "60s"
 			select {
 			case l, ok := <-lines:
 				if !ok {
-					t.Fatalf("dispatcher exited before logging %q", msg)
+					t.Fatalf("log channel closed before %q", msg)
 				}
 				if strings.Contains(l, `"msg":"`+msg) {
 					return
@@ -187,10 +173,7 @@ timeout = "60s"
 	}
 
 	// R-DP-5: JSON logs, sanitized.
-	for range lines {
-	}
-	logMu.Lock()
-	defer logMu.Unlock()
+	logs := lw.all()
 	sawAbandon := false
 	for _, l := range logs {
 		var m map[string]any
@@ -262,4 +245,37 @@ func TestDispatcherBinaryRefusesUnsafeStart(t *testing.T) {
 			t.Error("output leaks the secret")
 		}
 	}
+}
+
+// dpLineWriter collects a process's stderr by lines and forwards each to lines (non-blocking).
+type dpLineWriter struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	logs  []string
+	lines chan string
+}
+
+func (w *dpLineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	for {
+		i := bytes.IndexByte(w.buf.Bytes(), '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		l := string(w.buf.Next(i + 1))
+		l = strings.TrimRight(l, "\n")
+		w.logs = append(w.logs, l)
+		select {
+		case w.lines <- l:
+		default:
+		}
+	}
+}
+
+func (w *dpLineWriter) all() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.logs...)
 }

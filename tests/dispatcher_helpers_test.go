@@ -295,10 +295,10 @@ type dpConsumer struct {
 	secret []byte
 
 	mu      sync.Mutex
-	calls   map[string]int      // event id → calls
-	applied map[string]int      // event id → times answered with a valid ack
-	seen    []wire.Delivery     // every delivery, in order
-	started chan wire.Delivery  // optional: every call start
+	calls   map[string]int     // event id → calls
+	applied map[string]int     // event id → times answered with a valid ack
+	seen    []wire.Delivery    // every delivery, in order
+	started chan wire.Delivery // optional: every call start
 	badSig  int
 }
 

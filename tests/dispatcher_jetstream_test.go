@@ -18,8 +18,8 @@ import (
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/release"
 	"github.com/oceanway/pgoutbox/internal/transport"
-	"github.com/oceanway/pgoutbox/wire"
 	sqlfiles "github.com/oceanway/pgoutbox/sql"
+	"github.com/oceanway/pgoutbox/wire"
 )
 
 const (

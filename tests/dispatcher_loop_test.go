@@ -440,4 +440,15 @@ func TestDispatcherPreflightRefusesUnsafeStart(t *testing.T) {
 	if err := mk(db.dsn, dpConfig("dp-pre", dpOneDest(dpMeteringDest))); err != nil {
 		t.Fatalf("valid preflight refused: %v", err)
 	}
+	// database_role: every pooled session runs as outbox_dispatcher with the statement timeout,
+	// so these tests exercise the dispatcher's real grants.
+	cfg := dpConfig("dp-pre", dpOneDest(dpMeteringDest))
+	pc, _ := dispatcher.PoolConfig(cfg, db.dsn)
+	var who, st string
+	if err := dpPool(t, pc).QueryRow(ctx, `SELECT current_user, current_setting('statement_timeout')`).Scan(&who, &st); err != nil {
+		t.Fatal(err)
+	}
+	if who != "outbox_dispatcher" || st != "900ms" {
+		t.Fatalf("session runs as %s with statement_timeout %s", who, st)
+	}
 }

@@ -221,4 +221,3 @@ func TestDispatcherReadyzWithoutActiveDeliverySet(t *testing.T) {
 		t.Fatalf("/healthz: %d", code)
 	}
 }
-

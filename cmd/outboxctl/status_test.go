@@ -121,9 +121,9 @@ func TestStatusOutput(t *testing.T) {
 	}
 	var doc struct {
 		Destinations []struct {
-			Destination                              string
+			Destination                                string
 			Pending, Leased, Acknowledged, Quarantined int
-			OldestPendingAt                          *time.Time
+			OldestPendingAt                            *time.Time
 		}
 		Quarantined []struct {
 			EventID, Reason string

@@ -167,7 +167,7 @@ func destinationDefaults(transport string) Destination {
 }
 
 var (
-	literalRE  = regexp.MustCompile(`^[a-z0-9][a-z0-9._@-]*$`) // SPEC D-4
+	literalRE  = regexp.MustCompile(`^[a-z0-9][a-z0-9._@-]*$`)       // SPEC D-4
 	workerRE   = regexp.MustCompile(`^[a-z0-9][a-z0-9._@-]{0,127}$`) // the kernel's literal rule (claim_deliveries)
 	roleRE     = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 	envNameRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

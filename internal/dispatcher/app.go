@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oceanway/pgoutbox/internal/config"
+	"github.com/oceanway/pgoutbox/internal/failpoint"
 	"github.com/oceanway/pgoutbox/internal/metrics"
 	"github.com/oceanway/pgoutbox/internal/transport"
 	"github.com/oceanway/pgoutbox/wire"
@@ -81,6 +82,11 @@ func Process(ctx context.Context, args []string, env config.Env, stderr io.Write
 		return ExitRefused
 	}
 	log := NewLogger(stderr, cfg.LogLevel)
+	// Test-only failpoints (T-3): refused unless PGOUTBOX_TEST_MODE=1 and not in production.
+	if err := failpoint.Configure(env, cfg.Mode == config.ModeProduction); err != nil {
+		log.Error("refusing to start", "error", err.Error())
+		return ExitRefused
+	}
 	dsn, err := config.DatabaseURL(env)
 	if err != nil {
 		log.Error("refusing to start", "error", err.Error())

@@ -26,6 +26,7 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/config"
+	"github.com/oceanway/pgoutbox/internal/failpoint"
 	"github.com/oceanway/pgoutbox/internal/metrics"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/transport"
@@ -58,8 +59,12 @@ type Dispatcher struct {
 
 	wake      chan struct{}
 	slotFreed chan struct{}
-	inflight  atomic.Int64
-	wg        sync.WaitGroup
+	// dbSlots bounds concurrent outcome and renewal calls to the pool size minus two, so that a
+	// burst of outcomes waits here (not inside its statement timeout) and claims, recovery and
+	// stats always find a connection.
+	dbSlots  chan struct{}
+	inflight atomic.Int64
+	wg       sync.WaitGroup
 	// hard is cancelled when the shutdown grace has run out: in-flight transport calls abort and
 	// their deliveries are left to lease expiry.
 	hard       context.Context
@@ -86,6 +91,7 @@ func New(o Options) (*Dispatcher, error) {
 		cfg: o.Config, pool: o.Pool, listenCfg: lc, transports: o.Transports, m: o.Metrics, log: o.Logger,
 		dests: o.Config.DestinationNames(), destSet: map[string]bool{},
 		wake: make(chan struct{}, 1), slotFreed: make(chan struct{}, 1),
+		dbSlots: make(chan struct{}, max(1, o.Config.DBMaxConns-2)),
 	}
 	for _, n := range d.dests {
 		if d.transports[n] == nil {
@@ -106,6 +112,8 @@ func New(o Options) (*Dispatcher, error) {
 
 // Metrics returns the dispatcher's collectors.
 func (d *Dispatcher) Metrics() *metrics.Metrics { return d.m }
+
+var errShutdown = errors.New("shutdown grace expired before the outcome could be recorded")
 
 // ErrNoActiveDeliverySet is returned by Preflight and Ready when no delivery set is active.
 var ErrNoActiveDeliverySet = errors.New("no active delivery set (register and activate one first; R-DP-6)")
@@ -239,6 +247,7 @@ func (d *Dispatcher) claimLoop(ctx context.Context) {
 			continue
 		}
 		n := min(free, d.cfg.BatchSize)
+		failpoint.Inject(failpoint.BeforeClaim) // T-3 crash window (test-only; no-op otherwise)
 		// A claim that started completes even if ctx is cancelled meanwhile, so every claimed row
 		// is delivered (or drained) rather than stranded until lease expiry.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.StatementTimeout+time.Second)
@@ -256,6 +265,9 @@ func (d *Dispatcher) claimLoop(ctx context.Context) {
 			continue
 		}
 		bo.reset()
+		if len(rows) > 0 {
+			failpoint.Inject(failpoint.AfterClaim) // T-3: claimed, no consumer called yet
+		}
 		claimedAt := time.Now()
 		for _, r := range rows {
 			d.start(r, claimedAt)
@@ -329,15 +341,20 @@ func (d *Dispatcher) handle(r pgcall.ClaimedDelivery, claimedAt time.Time) {
 	var fenced atomic.Bool
 	renewDone := make(chan struct{})
 	var renewWG sync.WaitGroup
+	var renewTimer *time.Timer
 	if d.cfg.LeaseRenewal {
+		// No goroutine until the first renewal is due: most deliveries finish well before.
 		renewWG.Add(1)
-		go func() { defer renewWG.Done(); d.renewLoop(j, renewDone, cancel, &fenced) }()
+		renewTimer = time.AfterFunc(d.renewEvery(), func() { defer renewWG.Done(); d.renewLoop(j, renewDone, cancel, &fenced) })
 	}
 	tr := d.transports[r.Destination]
 	began := time.Now()
 	res, err := safeDeliver(dctx, tr, delivery)
 	elapsed := time.Since(began)
 	close(renewDone)
+	if renewTimer != nil && renewTimer.Stop() {
+		renewWG.Done() // the renewal never started
+	}
 	renewWG.Wait()
 
 	if fenced.Load() {
@@ -363,6 +380,7 @@ func (d *Dispatcher) handle(r pgcall.ClaimedDelivery, claimedAt time.Time) {
 	d.m.DeliveryLatency.WithLabelValues(append(labels, res.Status.String())...).Observe(elapsed.Seconds())
 	switch res.Status {
 	case wire.Acknowledged:
+		failpoint.Inject(failpoint.AfterDeliver) // T-3, R-AK-8: receipt committed, ack not recorded
 		d.ack(j, res)
 	case wire.Retryable:
 		if res.Code == transport.CodeInvalidAck || res.Code == transport.CodeConsumerUnavailable {
@@ -423,9 +441,15 @@ func safeDeliver(ctx context.Context, t transport.Transport, d wire.Delivery) (r
 
 // renewLoop extends the lease every renew_fraction × lease while the delivery runs (R-CL-4).
 // A fencing rejection cancels the delivery: someone else owns it now.
+func (d *Dispatcher) renewEvery() time.Duration {
+	return time.Duration(float64(d.cfg.Lease) * d.cfg.RenewFraction)
+}
+
+// renewLoop runs from the first renewal on (started by a timer renew_fraction × lease after the
+// delivery began) until done is closed.
 func (d *Dispatcher) renewLoop(j *job, done <-chan struct{}, cancelDelivery context.CancelFunc, fenced *atomic.Bool) {
-	every := time.Duration(float64(d.cfg.Lease) * d.cfg.RenewFraction)
-	t := time.NewTimer(every)
+	every := d.renewEvery()
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
@@ -433,10 +457,14 @@ func (d *Dispatcher) renewLoop(j *job, done <-chan struct{}, cancelDelivery cont
 			return
 		case <-t.C:
 		}
+		if !d.acquireDB(d.hard) {
+			return
+		}
 		ctx, cancel := context.WithTimeout(d.hard, d.cfg.StatementTimeout+time.Second)
 		sent := time.Now()
 		_, err := pgcall.RenewLease(ctx, d.pool, j.fence, d.cfg.Lease)
 		cancel()
+		d.releaseDB()
 		switch {
 		case err == nil:
 			j.mu.Lock()
@@ -468,6 +496,7 @@ func (d *Dispatcher) ack(j *job, res wire.Result) {
 	})
 	switch {
 	case err == nil:
+		failpoint.Inject(failpoint.AfterAck) // T-3: ack committed
 		d.m.Acks.WithLabelValues(j.r.Destination, j.r.EventType, j.r.EventSchemaVersion, outcome).Inc()
 		j.log.Debug("acknowledged", "publication", outcome)
 	case errors.Is(err, pgcall.ErrFencingRejected):
@@ -536,9 +565,17 @@ func (d *Dispatcher) fenced(j *job, op string) {
 func (d *Dispatcher) outcomeCall(j *job, op string, call func(ctx context.Context) error) error {
 	bo := newBackoff(50*time.Millisecond, 2*time.Second)
 	for {
+		// Once the shutdown grace is over nothing new is recorded: a call still waiting for a
+		// database slot leaves its delivery to lease expiry. A call already running completes
+		// (bounded by the statement timeout).
+		if !d.acquireDB(d.hard) {
+			d.abandoned.Add(1)
+			return errShutdown
+		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(d.hard), d.cfg.StatementTimeout+time.Second)
 		err := call(ctx)
 		cancel()
+		d.releaseDB()
 		if err == nil || !isTransientDB(err) {
 			return err
 		}
@@ -553,6 +590,17 @@ func (d *Dispatcher) outcomeCall(j *job, op string, call func(ctx context.Contex
 		}
 	}
 }
+
+func (d *Dispatcher) acquireDB(ctx context.Context) bool {
+	select {
+	case d.dbSlots <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (d *Dispatcher) releaseDB() { <-d.dbSlots }
 
 func (d *Dispatcher) listenLoop(ctx context.Context) {
 	bo := newBackoff(200*time.Millisecond, 10*time.Second)
