@@ -186,7 +186,7 @@ func BenchmarkClaimAck(b *testing.B) {
 	}
 }
 
-// BenchmarkClaimLatency: one claim of 100 at backlog 10^3 vs 10^6 (R-CL-6), interleaved.
+// BenchmarkClaimLatency: one claim of 100 at backlog 10^3, 10^5 and 10^6 (R-CL-6), interleaved.
 func BenchmarkClaimLatency(b *testing.B) {
 	ctx := context.Background()
 	type side struct {
@@ -195,7 +195,7 @@ func BenchmarkClaimLatency(b *testing.B) {
 		disp *pgx.Conn
 		took time.Duration
 	}
-	sides := []*side{{name: "backlog_1e3", n: 1000}, {name: "backlog_1e6", n: 1000000}}
+	sides := []*side{{name: "backlog_1e3", n: 1000}, {name: "backlog_1e5", n: 100000}, {name: "backlog_1e6", n: 1000000}}
 	for _, s := range sides {
 		dsn := testdb.URL(b)
 		admin := testdb.Conn(b, dsn, "")
@@ -230,8 +230,11 @@ func BenchmarkClaimLatency(b *testing.B) {
 	}
 	b.StopTimer()
 	small := float64(sides[0].took) / float64(b.N)
-	large := float64(sides[1].took) / float64(b.N)
+	mid := float64(sides[1].took) / float64(b.N)
+	large := float64(sides[2].took) / float64(b.N)
 	b.ReportMetric(small/1e3, "backlog_1e3_µs/claim")
+	b.ReportMetric(mid/1e3, "backlog_1e5_µs/claim")
 	b.ReportMetric(large/1e3, "backlog_1e6_µs/claim")
+	b.ReportMetric(mid/small, "ratio_1e5/1e3")
 	b.ReportMetric(large/small, "ratio_1e6/1e3")
 }
