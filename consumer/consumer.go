@@ -63,12 +63,7 @@ type EventKey struct {
 func (k EventKey) String() string { return k.EventType + " (schema " + k.SchemaVersion + ")" }
 
 // Tenant is the tenant block of an EventEnvelope@1.
-type Tenant struct {
-	TenantKind  string `json:"tenantKind"`
-	TenantID    string `json:"tenantId"`
-	WorkspaceID string `json:"workspaceId"`
-	ProjectID   string `json:"projectId,omitempty"`
-}
+type Tenant = wire.Tenant
 
 // Event is one delivered event as the user's Apply sees it.
 type Event struct {

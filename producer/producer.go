@@ -22,6 +22,7 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
+	"github.com/oceanway/pgoutbox/wire"
 )
 
 // DBTX is satisfied by pgx.Tx (the usual case), *pgx.Conn and *pgxpool.Pool.
@@ -37,12 +38,7 @@ var (
 )
 
 // Tenant is the tenant block of the envelope.
-type Tenant struct {
-	TenantKind  string `json:"tenantKind"`
-	TenantID    string `json:"tenantId"`
-	WorkspaceID string `json:"workspaceId"`
-	ProjectID   string `json:"projectId,omitempty"`
-}
+type Tenant = wire.Tenant
 
 // Event is what a producer supplies. EventID and OccurredAt are generated when empty/zero.
 type Event struct {

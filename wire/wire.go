@@ -9,6 +9,14 @@ import (
 	"encoding/json"
 )
 
+// Tenant is the tenant block of an EventEnvelope@1 (SPEC D-3); projectId is optional.
+type Tenant struct {
+	TenantKind  string `json:"tenantKind"`
+	TenantID    string `json:"tenantId"`
+	WorkspaceID string `json:"workspaceId"`
+	ProjectID   string `json:"projectId,omitempty"`
+}
+
 // Delivery is one claimed delivery as a consumer sees it.
 type Delivery struct {
 	Destination                  string `json:"destination"`

@@ -30,6 +30,7 @@ import (
 	"github.com/oceanway/pgoutbox/internal/metrics"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/release"
+	"github.com/oceanway/pgoutbox/internal/scenario"
 	"github.com/oceanway/pgoutbox/internal/transport"
 )
 
@@ -409,10 +410,10 @@ func (r *run) produce(ctx context.Context) error {
 				return
 			}
 			defer conn.Close(context.Background())
-			prefix := fmt.Sprintf("p%02d", p)
-			errs[p] = produceRuns(ctx, conn, prefix, lo, hi, r.recordAppended)
+			sp := scenario.Producer{Conn: conn, Prefix: fmt.Sprintf("p%02d", p), Workspace: "ws-soak", Committed: r.recordAppended}
+			errs[p] = sp.Runs(ctx, lo, hi)
 			if errs[p] == nil && p == 0 && r.cfg.Rejected {
-				errs[p] = produceRejected(ctx, conn, prefix, lo, r.recordAppended)
+				errs[p] = sp.Rejected(ctx, lo)
 			}
 		}(p, lo, hi)
 	}
