@@ -29,6 +29,15 @@ else
 fi
 data="$base/data"
 sock="$base/sock"
+# The port is derived from the checkout path; if another server already listens there when the
+# cluster is created, the next free one is taken and remembered in $base/port.
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+if [ -f "$base/port" ]; then
+  port=$(cat "$base/port")
+elif [ "${1:-}" = up ] && [ -z "${DATABASE_URL:-}" ] && [ ! -f "$data/PG_VERSION" ]; then
+  while port_busy "$port"; do port=$((port + 1)); done
+  echo "$port" > "$base/port"
+fi
 dbname=${2:-postgres}
 url="postgres://postgres@127.0.0.1:$port/$dbname?sslmode=disable"
 
