@@ -10,7 +10,17 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 hash=$(printf '%s' "$top" | cksum | cut -d' ' -f1)
 port=$(( 20000 + hash % 20000 ))
 pgbin=${PGBIN:-/usr/lib/postgresql/15/bin}
-[ -x "$pgbin/initdb" ] || pgbin=$(dirname "$(command -v initdb)")
+if [ ! -x "$pgbin/initdb" ] && command -v initdb >/dev/null 2>&1; then
+  pgbin=$(dirname "$(readlink -f "$(command -v initdb)")")
+fi
+if [ ! -x "$pgbin/initdb" ] && [ "${1:-}" = up ] && [ -z "${DATABASE_URL:-}" ]; then
+  # Not on this machine: install the server from Debian's packages (root only).
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "pg.sh: PostgreSQL 15 server binaries not found; installing postgresql-15" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15) >&2
+  fi
+  [ -x "$pgbin/initdb" ] || { echo "pg.sh: initdb not found (install PostgreSQL 15 or set DATABASE_URL)" >&2; exit 1; }
+fi
 
 as_pg() {
   if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
