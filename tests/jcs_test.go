@@ -310,7 +310,10 @@ func TestJCSGrantsAndAttributes(t *testing.T) {
 		}
 		seen[sig] = true
 		isPublicAPI := strings.HasPrefix(sig, "outbox.jcs_")
-		if owner != "outbox_owner" || volatile != "i" || parallel != "s" || public ||
+		// The public pair is PARALLEL UNSAFE (an exception block; TestJCSInParallelQuery), the
+		// exception-free helpers PARALLEL SAFE.
+		wantParallel := map[bool]string{true: "u", false: "s"}[isPublicAPI]
+		if owner != "outbox_owner" || volatile != "i" || parallel != wantParallel || public ||
 			config != "search_path=pg_catalog, pg_temp" || secdef != isPublicAPI {
 			t.Errorf("%s: owner=%s secdef=%v volatile=%s parallel=%s config=%q public=%v", sig, owner, secdef, volatile, parallel, config, public)
 		}
@@ -433,5 +436,31 @@ func BenchmarkJCSCanonicalizeGo(b *testing.B) {
 		if _, err := canon.Canonicalize(doc); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// D-2: the canonicalizer works inside a parallel query (an auditor re-hashing a large table):
+// its exception block must not run in a parallel worker.
+func TestJCSInParallelQuery(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	conn := testdb.Conn(t, testdb.URL(t), "")
+	for _, s := range []string{
+		`CREATE TABLE public.par_docs AS SELECT i, json_build_object('n', i, 's', repeat('x', i % 50)) AS doc FROM generate_series(1, 20000) i`,
+		`SET force_parallel_mode = on`, `SET parallel_setup_cost = 0`, `SET parallel_tuple_cost = 0`,
+		`SET min_parallel_table_scan_size = 0`,
+	} {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n int
+	var distinct int
+	if err := conn.QueryRow(ctx, `SELECT count(*), count(DISTINCT outbox.jcs_sha256(doc)) FROM public.par_docs
+		WHERE outbox.jcs_canonicalize(doc) IS NOT NULL`).Scan(&n, &distinct); err != nil {
+		t.Fatalf("JCS in a parallel query: %v", err)
+	}
+	if n != 20000 || distinct != 20000 {
+		t.Fatalf("count %d, distinct digests %d", n, distinct)
 	}
 }

@@ -42,7 +42,6 @@ DECLARE
     v_active    outbox.delivery_set_versions%ROWTYPE;
     v_count     integer;
     v_existing  text;
-    v_dest      text;
     v_generated boolean := false;
 BEGIN
     IF p_event IS NULL THEN
@@ -74,12 +73,13 @@ BEGIN
     END IF;
 
     -- Structure (D-3): exactly the EventEnvelope@1 fields, the right types, no nulls.
-    FOR v_key IN SELECT jsonb_object_keys(v_env) LOOP
-        IF v_key NOT IN ('eventId', 'eventType', 'eventSchemaVersion', 'aggregateId', 'aggregateRevision',
-                         'tenant', 'correlationId', 'causationId', 'operationId', 'occurredAt', 'payload') THEN
-            PERFORM outbox._envelope_fail(format('unknown field %s', v_key));
-        END IF;
-    END LOOP;
+    SELECT k INTO v_key FROM jsonb_object_keys(v_env) k
+    WHERE k NOT IN ('eventId', 'eventType', 'eventSchemaVersion', 'aggregateId', 'aggregateRevision',
+                    'tenant', 'correlationId', 'causationId', 'operationId', 'occurredAt', 'payload')
+    LIMIT 1;
+    IF v_key IS NOT NULL THEN
+        PERFORM outbox._envelope_fail(format('unknown field %s', v_key));
+    END IF;
     IF jsonb_typeof(v_env -> 'eventId') IS DISTINCT FROM 'string'
        OR (v_env ->> 'eventId') !~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN
         PERFORM outbox._envelope_fail('eventId must be a lower-case canonical UUID string');
@@ -235,12 +235,11 @@ BEGIN
                             v_env ->> 'eventType', v_env ->> 'eventSchemaVersion', v_active.delivery_set_version);
     END IF;
 
-    FOR v_dest IN SELECT m.destination FROM outbox.delivery_set_members m
-                  WHERE m.delivery_set_version = v_active.delivery_set_version
-                    AND m.event_type = v_env ->> 'eventType'
-                    AND m.event_schema_version = v_env ->> 'eventSchemaVersion' AND m.mandatory LOOP
-        PERFORM pg_notify('outbox_delivery', v_dest);
-    END LOOP;
+    PERFORM pg_notify('outbox_delivery', m.destination)
+    FROM outbox.delivery_set_members m
+    WHERE m.delivery_set_version = v_active.delivery_set_version
+      AND m.event_type = v_env ->> 'eventType'
+      AND m.event_schema_version = v_env ->> 'eventSchemaVersion' AND m.mandatory;
 
     RETURN QUERY SELECT v_event_id, v_digest, v_count;
 END

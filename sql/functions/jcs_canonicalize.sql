@@ -4,7 +4,8 @@
 --   written 56, 100, 0), member names are unique, no string holds U+0000, at most 64 nested
 --   objects/arrays. The parameter is json, not jsonb, so that duplicate names can be detected.
 --   Byte-identical to internal/canon (Go) by the golden vectors of T-6. NULL in, NULL out.
--- Locking: none; IMMUTABLE and PARALLEL SAFE.
+-- Locking: none; IMMUTABLE, PARALLEL UNSAFE (the EXCEPTION block of jcs_canonicalize starts a
+--   subtransaction, which no process may do during a parallel query; TestJCSInParallelQuery).
 -- SQLSTATEs: OB201 document not canonicalizable (duplicate name, non-integer or unsafe number,
 --   \u0000, lone surrogate escape, nesting deeper than 64). Text that is not JSON at all fails
 --   with 22P02 in the json cast before this function runs.
@@ -14,7 +15,7 @@
 CREATE FUNCTION outbox.jcs_canonicalize(p_doc json)
 RETURNS text
 LANGUAGE plpgsql
-IMMUTABLE STRICT PARALLEL SAFE
+IMMUTABLE STRICT PARALLEL UNSAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $fn$

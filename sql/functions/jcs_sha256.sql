@@ -2,7 +2,8 @@
 -- Purpose: the jcs-sha256-v1 digest of a JSON document: 64 lower-case hex digits of the SHA-256
 --   of the UTF-8 bytes of outbox.jcs_canonicalize(p_doc). Equal to canon.SHA256Hex in Go.
 --   NULL in, NULL out.
--- Locking: none; IMMUTABLE and PARALLEL SAFE.
+-- Locking: none; IMMUTABLE, PARALLEL UNSAFE (the EXCEPTION block of jcs_canonicalize starts a
+--   subtransaction, which no process may do during a parallel query; TestJCSInParallelQuery).
 -- SQLSTATEs: OB201 document not canonicalizable (see outbox.jcs_canonicalize); 22P02 from the
 --   json cast when the text is not JSON.
 -- Security: SECURITY DEFINER (owned by outbox_owner) only to reach the ungranted private helpers;
@@ -11,7 +12,7 @@
 CREATE FUNCTION outbox.jcs_sha256(p_doc json)
 RETURNS text
 LANGUAGE plpgsql
-IMMUTABLE STRICT PARALLEL SAFE
+IMMUTABLE STRICT PARALLEL UNSAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
