@@ -2,11 +2,12 @@
 -- Lower-case hex SHA-256 of the UTF-8 bytes of p_text. Used by SECURITY DEFINER functions of the
 -- kernel (registry, append) that already hold canonical text. Raises nothing of its own.
 -- Caller: kernel functions running as outbox_owner only; granted to nobody.
+-- No SET search_path on purpose: a LANGUAGE sql function with SET is never inlined (measured
+-- ~35 µs per call on the append hot path); every name is schema-qualified.
 CREATE FUNCTION outbox._sha256_hex(p_text text)
 RETURNS text
 LANGUAGE sql
 IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $fn$
     SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(p_text, 'UTF8')), 'hex')
 $fn$;

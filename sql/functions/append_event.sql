@@ -101,14 +101,17 @@ BEGIN
     IF jsonb_typeof(v_tenant) IS DISTINCT FROM 'object' THEN
         PERFORM outbox._envelope_fail('tenant must be an object');
     END IF;
-    FOR v_key IN SELECT jsonb_object_keys(v_tenant) LOOP
-        IF v_key NOT IN ('tenantKind', 'tenantId', 'workspaceId', 'projectId') THEN
-            PERFORM outbox._envelope_fail(format('unknown field tenant.%s', v_key));
-        END IF;
-        IF jsonb_typeof(v_tenant -> v_key) <> 'string' OR length(v_tenant ->> v_key) NOT BETWEEN 1 AND 200 THEN
-            PERFORM outbox._envelope_fail(format('tenant.%s must be a string of 1..200 characters', v_key));
-        END IF;
-    END LOOP;
+    SELECT CASE WHEN t.k NOT IN ('tenantKind', 'tenantId', 'workspaceId', 'projectId')
+                THEN format('unknown field tenant.%s', t.k)
+                ELSE format('tenant.%s must be a string of 1..200 characters', t.k) END
+      INTO v_key
+      FROM jsonb_each(v_tenant) AS t(k, v)
+     WHERE t.k NOT IN ('tenantKind', 'tenantId', 'workspaceId', 'projectId')
+        OR jsonb_typeof(t.v) <> 'string' OR length(t.v #>> '{}') NOT BETWEEN 1 AND 200
+     LIMIT 1;
+    IF v_key IS NOT NULL THEN
+        PERFORM outbox._envelope_fail(v_key);
+    END IF;
     IF NOT (v_tenant ?& ARRAY['tenantKind', 'tenantId', 'workspaceId']) THEN
         PERFORM outbox._envelope_fail('tenant must carry tenantKind, tenantId and workspaceId');
     END IF;
