@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/testdb"
+	"github.com/oceanway/pgoutbox/internal/vectors"
 )
 
 // jcsKernelRoles may all execute outbox.jcs_canonicalize and outbox.jcs_sha256 (D-2).
@@ -52,31 +52,6 @@ func jcsSHA(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-// jcsVectorsDir resolves ../shared/vectors from the repo root (the directory holding go.mod).
-func jcsVectorsDir(t testing.TB) string {
-	t.Helper()
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("runtime.Caller failed")
-	}
-	dir := filepath.Dir(file)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above " + file)
-		}
-		dir = parent
-	}
-	v := filepath.Join(dir, "..", "shared", "vectors")
-	if _, err := os.Stat(v); os.IsNotExist(err) {
-		t.Skipf("golden vectors folder %s absent", v)
-	}
-	return v
-}
-
 type jcsVector struct {
 	name    string
 	in, out []byte // out is nil for vectors outside the subset (values.json)
@@ -85,7 +60,7 @@ type jcsVector struct {
 // jcsVectors loads every golden vector: rfc8785/* and gowebpki-extra/*.
 func jcsVectors(t testing.TB) []jcsVector {
 	t.Helper()
-	v := jcsVectorsDir(t)
+	v := vectors.Dir(t)
 	var vs []jcsVector
 	for _, sub := range []string{"rfc8785", "gowebpki-extra"} {
 		files, err := filepath.Glob(filepath.Join(v, sub, "input", "*.json"))
@@ -158,7 +133,7 @@ const jcsValuesWithoutNumbers = `{"literals":[null,true,false],"string":"€$\u0
 func TestJCSValuesVector(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	v := filepath.Join(jcsVectorsDir(t), "rfc8785")
+	v := filepath.Join(vectors.Dir(t), "rfc8785")
 	in, err := os.ReadFile(filepath.Join(v, "input", "values.json"))
 	if err != nil {
 		t.Fatal(err)

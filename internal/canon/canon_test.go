@@ -7,36 +7,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
-)
 
-// vectorsDir finds /work/shared/vectors as ../shared/vectors relative to the repo root (the
-// directory holding go.mod above this file). Tests skip only when the folder is absent.
-func vectorsDir(t testing.TB) string {
-	t.Helper()
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("runtime.Caller failed")
-	}
-	dir := filepath.Dir(file)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above " + file)
-		}
-		dir = parent
-	}
-	v := filepath.Join(dir, "..", "shared", "vectors")
-	if _, err := os.Stat(v); os.IsNotExist(err) {
-		t.Skipf("golden vectors folder %s absent", v)
-	}
-	return v
-}
+	"github.com/oceanway/pgoutbox/internal/vectors"
+)
 
 func readFile(t testing.TB, path string) []byte {
 	t.Helper()
@@ -50,7 +25,7 @@ func readFile(t testing.TB, path string) []byte {
 // D-2, T-6: every accepted golden vector canonicalizes byte for byte to its expected output.
 func TestCanonGoldenVectors(t *testing.T) {
 	t.Parallel()
-	v := vectorsDir(t)
+	v := vectors.Dir(t)
 	cases := map[string]string{}
 	for _, n := range []string{"arrays", "french", "structures", "unicode", "weird"} {
 		cases[filepath.Join(v, "rfc8785")+"/"+n+".json"] = n
@@ -84,7 +59,7 @@ const valuesWithoutNumbers = `{"literals":[null,true,false],"string":"€$\u000f
 // matches the expected output with that member removed.
 func TestCanonValuesVector(t *testing.T) {
 	t.Parallel()
-	v := filepath.Join(vectorsDir(t), "rfc8785")
+	v := filepath.Join(vectors.Dir(t), "rfc8785")
 	in := readFile(t, filepath.Join(v, "input", "values.json"))
 	out := readFile(t, filepath.Join(v, "output", "values.json"))
 	if _, err := Canonicalize(in); !errors.Is(err, ErrNotCanonicalizable) {

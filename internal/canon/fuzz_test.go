@@ -7,12 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/oceanway/pgoutbox/internal/vectors"
 )
 
 // D-2, T-6: canonicalization is idempotent, its output is valid JSON, and every rejection wraps
 // ErrNotCanonicalizable. The seed corpus (vectors plus tricky cases) runs under plain `go test`.
 func FuzzCanonicalizeIdempotent(f *testing.F) {
-	v := vectorsDir(f)
+	v := vectors.Dir(f)
 	for _, sub := range []string{"rfc8785", "gowebpki-extra"} {
 		files, _ := filepath.Glob(filepath.Join(v, sub, "input", "*.json"))
 		for _, p := range files {
