@@ -4,7 +4,11 @@
 --   lease expired at p_now (all destinations when p_destinations is NULL): append the finish
 --   outcome=lease_expired_unknown / retry_disposition=reclaimable to the open attempt (only if it
 --   has none: ON CONFLICT on the finishes' primary key), and move the delivery back to pending
---   with available_at = p_now and the lease columns cleared. Returns how many it moved.
+--   with available_at = p_now and the lease columns cleared. A delivery whose lease expired on
+--   its last allowed attempt (attempt_count >= the destination's max_attempts) is quarantined
+--   instead (reason retry_exhausted, finish lease_expired_unknown/quarantined): a delivery that
+--   kills or stalls its dispatcher every time ends visibly in quarantine, never reclaimed
+--   forever (SPEC R-AK-5). Returns how many attempts it closed.
 -- Locking: FOR UPDATE SKIP LOCKED on the delivery rows, so it never waits for a worker that is
 --   acknowledging/retrying its row right now (that worker holds the row lock; if it commits
 --   first its fence succeeded and the row is no longer leased; if we lock first its fence then
@@ -21,7 +25,26 @@ SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     v_count integer;
+    v_quarantined integer := 0;
+    v_d outbox.outbox_deliveries%ROWTYPE;
 BEGIN
+    FOR v_d IN
+        SELECT d.*
+          FROM outbox.outbox_deliveries AS d
+          JOIN outbox.outbox_retry_policies AS p ON p.destination = d.destination
+         WHERE d.status = 'leased'
+           AND d.lease_expires_at <= p_now
+           AND (p_destinations IS NULL OR d.destination = ANY (p_destinations))
+           AND d.attempt_count >= p.max_attempts
+         ORDER BY d.lease_expires_at
+         LIMIT p_max_rows
+           FOR UPDATE OF d SKIP LOCKED
+    LOOP
+        PERFORM outbox._dispatch_quarantine(v_d, 'lease_expired_unknown', 'retry_exhausted', 'retry_exhausted',
+                                            'lease expired on the last allowed attempt', p_now);
+        v_quarantined := v_quarantined + 1;
+    END LOOP;
+
     WITH expired AS (
         SELECT d.ctid AS row_ctid, d.current_attempt_id
           FROM outbox.outbox_deliveries AS d
@@ -51,7 +74,7 @@ BEGIN
         RETURNING d.event_id
     )
     SELECT pg_catalog.count(*)::integer INTO v_count FROM moved;
-    RETURN v_count;
+    RETURN v_count + v_quarantined;
 END
 $fn$;
 
