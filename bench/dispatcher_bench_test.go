@@ -98,7 +98,7 @@ func (c dispBenchConsumer) Deliver(ctx context.Context, d wire.Delivery) (wire.R
 
 func (c dispBenchConsumer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	if r.Header.Get(wire.HeaderSignature) != transport.Sign([]byte(dispBenchSecret), body) {
+	if r.Header.Get(wire.HeaderSignature) != wire.Sign([]byte(dispBenchSecret), body) {
 		w.WriteHeader(401)
 		return
 	}

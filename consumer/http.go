@@ -86,11 +86,7 @@ func (c *Consumer) authenticated(r *http.Request, body []byte) bool {
 }
 
 // Sign returns the wire.HeaderSignature value for body under secret.
-func Sign(secret, body []byte) string {
-	m := hmac.New(sha256.New, secret)
-	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
-}
+func Sign(secret, body []byte) string { return wire.Sign(secret, body) }
 
 func validSignature(secret, body []byte, header string) bool {
 	hexSig, ok := strings.CutPrefix(header, "sha256=")

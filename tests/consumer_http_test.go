@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -34,18 +33,7 @@ func ckPost(t *testing.T, url string, d wire.Delivery, secret []byte, extra map[
 		t.Fatal(err)
 	}
 	h := req.Header
-	h.Set("Content-Type", "application/json")
-	h.Set(wire.HeaderDestination, d.Destination)
-	h.Set(wire.HeaderConsumer, d.ConsumerName)
-	h.Set(wire.HeaderEventID, d.EventID)
-	h.Set(wire.HeaderAttemptID, d.AttemptID)
-	h.Set(wire.HeaderAttemptNumber, strconv.Itoa(d.AttemptNumber))
-	h.Set(wire.HeaderEnvelopeSHA256, d.EnvelopeSHA256)
-	h.Set(wire.HeaderReceiptType, d.ExpectedReceiptType)
-	h.Set(wire.HeaderReceiptSchema, strconv.Itoa(d.ExpectedReceiptSchemaVersion))
-	if d.RequiredProjectionName != "" {
-		h.Set(wire.HeaderProjection, d.RequiredProjectionName+"@"+strconv.Itoa(d.RequiredProjectionVersion))
-	}
+	wire.SetHeaders(h, d)
 	if secret != nil {
 		h.Set(wire.HeaderSignature, consumer.Sign(secret, d.Envelope))
 	}

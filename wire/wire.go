@@ -6,7 +6,12 @@ package wire
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"net/http"
+	"strconv"
 )
 
 // Tenant is the tenant block of an EventEnvelope@1 (SPEC D-3); projectId is optional.
@@ -102,4 +107,29 @@ type HTTPSuccessBody struct {
 type HTTPErrorBody struct {
 	Code string `json:"code"`
 	Ref  string `json:"ref,omitempty"`
+}
+
+// SetHeaders sets the delivery headers of the HTTP transport on h (docs/transport-http.md);
+// the signature is set separately (Sign) because it depends on the consumer's secret.
+func SetHeaders(h http.Header, d Delivery) {
+	h.Set("Content-Type", "application/json")
+	h.Set(HeaderDestination, d.Destination)
+	h.Set(HeaderConsumer, d.ConsumerName)
+	h.Set(HeaderEventID, d.EventID)
+	h.Set(HeaderAttemptID, d.AttemptID)
+	h.Set(HeaderAttemptNumber, strconv.Itoa(d.AttemptNumber))
+	h.Set(HeaderEnvelopeSHA256, d.EnvelopeSHA256)
+	h.Set(HeaderReceiptType, d.ExpectedReceiptType)
+	h.Set(HeaderReceiptSchema, strconv.Itoa(d.ExpectedReceiptSchemaVersion))
+	if d.RequiredProjectionName != "" {
+		h.Set(HeaderProjection, d.RequiredProjectionName+"@"+strconv.Itoa(d.RequiredProjectionVersion))
+	}
+}
+
+// Sign returns the HeaderSignature value for body under secret: "sha256=" followed by the
+// lower-case hex HMAC-SHA256.
+func Sign(secret, body []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }

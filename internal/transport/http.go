@@ -3,9 +3,6 @@ package transport
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,13 +57,6 @@ func NewHTTP(opts HTTPOptions) (*HTTP, error) {
 	return &HTTP{opts: opts, client: &cc}, nil
 }
 
-// Sign returns the value of wire.HeaderSignature for body under secret.
-func Sign(secret, body []byte) string {
-	m := hmac.New(sha256.New, secret)
-	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
-}
-
 // Deliver POSTs d.Envelope (the canonical bytes) with the wire headers and maps the response.
 func (h *HTTP) Deliver(ctx context.Context, d wire.Delivery) (wire.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.opts.Timeout)
@@ -76,22 +66,11 @@ func (h *HTTP) Deliver(ctx context.Context, d wire.Delivery) (wire.Result, error
 		return wire.Result{}, fmt.Errorf("http transport: build request: %w", err)
 	}
 	hd := req.Header
-	hd.Set("Content-Type", "application/json")
+	wire.SetHeaders(hd, d)
 	hd.Set("Accept", "application/json")
-	hd.Set(wire.HeaderDestination, d.Destination)
-	hd.Set(wire.HeaderConsumer, d.ConsumerName)
-	hd.Set(wire.HeaderEventID, d.EventID)
-	hd.Set(wire.HeaderAttemptID, d.AttemptID)
-	hd.Set(wire.HeaderAttemptNumber, strconv.Itoa(d.AttemptNumber))
-	hd.Set(wire.HeaderEnvelopeSHA256, d.EnvelopeSHA256)
-	hd.Set(wire.HeaderReceiptType, d.ExpectedReceiptType)
-	hd.Set(wire.HeaderReceiptSchema, strconv.Itoa(d.ExpectedReceiptSchemaVersion))
-	if d.RequiredProjectionName != "" {
-		hd.Set(wire.HeaderProjection, d.RequiredProjectionName+"@"+strconv.Itoa(d.RequiredProjectionVersion))
-	}
 	switch h.opts.Auth {
 	case config.AuthHMAC:
-		hd.Set(wire.HeaderSignature, Sign(h.opts.Secret.Bytes(), d.Envelope))
+		hd.Set(wire.HeaderSignature, wire.Sign(h.opts.Secret.Bytes(), d.Envelope))
 	case config.AuthBearer:
 		hd.Set("Authorization", "Bearer "+string(h.opts.Secret.Bytes()))
 	}

@@ -62,7 +62,7 @@ func TestHTTPRequestHeadersAndHMAC(t *testing.T) {
 		wire.HeaderDestination: d.Destination, wire.HeaderConsumer: d.ConsumerName, wire.HeaderEventID: d.EventID,
 		wire.HeaderAttemptID: d.AttemptID, wire.HeaderAttemptNumber: "3", wire.HeaderEnvelopeSHA256: d.EnvelopeSHA256,
 		wire.HeaderReceiptType: d.ExpectedReceiptType, wire.HeaderReceiptSchema: "1",
-		wire.HeaderProjection: "operations_timeline@1", wire.HeaderSignature: Sign(secret, body),
+		wire.HeaderProjection: "operations_timeline@1", wire.HeaderSignature: wire.Sign(secret, body),
 		"Content-Type": "application/json",
 	}
 	for k, v := range want {
