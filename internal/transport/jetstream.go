@@ -13,6 +13,7 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/config"
+	"github.com/oceanway/pgoutbox/receipt"
 	"github.com/oceanway/pgoutbox/wire"
 )
 
@@ -21,8 +22,6 @@ const (
 	BrokerReceiptKind          = "broker_publication"
 	BrokerReceiptType          = "BrokerPublicationReceipt"
 	BrokerReceiptSchemaVersion = 1
-	brokerPrefix               = "brokerPublicationReceipt"
-	brokerTimeField            = "publishedAt"
 )
 
 // JetStreamOptions configure one JetStream destination.
@@ -111,64 +110,25 @@ func (j *JetStream) Deliver(ctx context.Context, d wire.Delivery) (wire.Result, 
 }
 
 // BrokerReceipt builds the BrokerPublicationReceipt document of a PubAck and the
-// ActiveConsumerAck@1 that refers to it (SPEC R-AK-1, R-AK-1a). The digest covers the receipt
-// minus its ref, its digest and publishedAt; the ref is "<stream>:<sequence>".
-func BrokerReceipt(d wire.Delivery, stream string, sequence uint64, duplicate bool, at time.Time) (ack, receipt json.RawMessage, err error) {
+// ActiveConsumerAck@1 that refers to it (SPEC R-AK-1, R-AK-1a) with the receipt package, like
+// any consumer; the ref is "<stream>:<sequence>".
+func BrokerReceipt(d wire.Delivery, stream string, sequence uint64, duplicate bool, at time.Time) (ack, doc json.RawMessage, err error) {
 	if stream == "" {
 		return nil, nil, errors.New("jetstream transport: PubAck without stream")
 	}
 	if sequence == 0 || sequence > canon.MaxSafeInteger {
 		return nil, nil, fmt.Errorf("jetstream transport: PubAck sequence %d outside 1..2^53-1", sequence)
 	}
-	body := map[string]any{
-		brokerPrefix + "SchemaVersion":          BrokerReceiptSchemaVersion,
-		brokerPrefix + "DigestAlgorithmVersion": canon.Algorithm,
-		"destination":                           d.Destination,
-		"consumerName":                          d.ConsumerName,
-		"eventId":                               d.EventID,
-		"eventEnvelopeDigestAlgorithmVersion":   d.EnvelopeDigestAlgorithmVersion,
-		"eventEnvelopeSha256":                   d.EnvelopeSHA256,
-		"stream":                                stream,
-		"sequence":                              sequence,
-		"duplicate":                             duplicate,
-	}
-	digest, err := canon.Digest(body)
+	built, err := receipt.Build(receipt.BrokerPublication, receipt.Params{
+		Ref:         stream + ":" + strconv.FormatUint(sequence, 10),
+		Destination: d.Destination, ConsumerName: d.ConsumerName, EventID: d.EventID,
+		EventEnvelopeSHA256: d.EnvelopeSHA256, Time: at,
+		Fields: receipt.BrokerFields(stream, sequence, duplicate),
+	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("jetstream transport: receipt digest: %w", err)
+		return nil, nil, fmt.Errorf("jetstream transport: receipt: %w", err)
 	}
-	ref := stream + ":" + strconv.FormatUint(sequence, 10)
-	body[brokerPrefix+"Ref"] = ref
-	body[brokerPrefix+"Digest"] = digest
-	body[brokerTimeField] = at.UTC().Format("2006-01-02T15:04:05.000000Z")
-	rb, err := json.Marshal(body)
-	if err != nil {
-		return nil, nil, err
-	}
-	ackDoc := map[string]any{
-		"destination":                         d.Destination,
-		"consumerName":                        d.ConsumerName,
-		"eventId":                             d.EventID,
-		"eventEnvelopeDigestAlgorithmVersion": d.EnvelopeDigestAlgorithmVersion,
-		"eventEnvelopeSha256":                 d.EnvelopeSHA256,
-		"appliedReceipt": map[string]any{
-			"kind":                                  BrokerReceiptKind,
-			brokerPrefix + "Ref":                    ref,
-			brokerPrefix + "SchemaVersion":          BrokerReceiptSchemaVersion,
-			brokerPrefix + "DigestAlgorithmVersion": canon.Algorithm,
-			brokerPrefix + "Digest":                 digest,
-		},
-	}
-	ab, err := json.Marshal(ackDoc)
-	if err != nil {
-		return nil, nil, err
-	}
-	if rb, err = canon.Canonicalize(rb); err != nil {
-		return nil, nil, err
-	}
-	if ab, err = canon.Canonicalize(ab); err != nil {
-		return nil, nil, err
-	}
-	return ab, rb, nil
+	return built.Ack, built.Receipt, nil
 }
 
 // Close drains nothing (publishes are synchronous) and closes the connection.
