@@ -31,6 +31,7 @@ AS $fn$
 DECLARE
     c_literal constant text := '^[a-z0-9][a-z0-9._@-]*$';
     v_env       jsonb;
+    v_canonical text;
     v_key       text;
     v_tenant    jsonb;
     v_payload   jsonb;
@@ -156,10 +157,11 @@ BEGIN
         IF v_generated THEN
             -- jsonb dropped duplicate keys: the caller's document must canonicalize as well.
             PERFORM outbox.jcs_canonicalize(p_event);
-            v_digest := outbox.jcs_sha256(v_env::json);
+            v_canonical := outbox.jcs_canonicalize(v_env::json);
         ELSE
-            v_digest := outbox.jcs_sha256(p_event);
+            v_canonical := outbox.jcs_canonicalize(p_event);
         END IF;
+        v_digest := outbox._sha256_hex(v_canonical);
     ELSE
         IF p_event_envelope_sha256 !~ '^[0-9a-f]{64}$' THEN
             PERFORM outbox._envelope_fail('event_envelope_sha256 must be 64 lower-case hex digits');
@@ -175,6 +177,7 @@ BEGIN
             PERFORM outbox._envelope_fail('canonical_text is not JSON');
         END;
         v_digest := p_event_envelope_sha256;
+        v_canonical := p_canonical_text;
     END IF;
     v_event_id := (v_env ->> 'eventId')::uuid;
 
@@ -209,14 +212,14 @@ BEGIN
          delivery_set_definition_digest_algorithm_version, delivery_set_definition_digest,
          aggregate_id, aggregate_revision, tenant_kind, tenant_id, workspace_id, project_id,
          correlation_id, causation_id, operation_id, event_payload,
-         event_envelope_digest_algorithm_version, event_envelope_sha256, occurred_at)
+         event_envelope_digest_algorithm_version, event_envelope_sha256, occurred_at, event_envelope_canonical)
     VALUES
         (v_event_id, v_env ->> 'eventType', v_env ->> 'eventSchemaVersion', v_active.delivery_set_version,
          v_active.definition_schema_version, v_active.digest_algorithm_version, v_active.definition_digest,
          v_env ->> 'aggregateId', v_revision, v_tenant ->> 'tenantKind', v_tenant ->> 'tenantId',
          v_tenant ->> 'workspaceId', v_tenant ->> 'projectId',
          v_env ->> 'correlationId', v_env ->> 'causationId', v_env ->> 'operationId', v_payload,
-         'jcs-sha256-v1', v_digest, v_occurred);
+         'jcs-sha256-v1', v_digest, v_occurred, v_canonical);
 
     -- One pending delivery per mandatory member (R-AP-4, R-AP-6).
     INSERT INTO outbox.outbox_deliveries
