@@ -11,6 +11,41 @@ UPDATE outbox.outbox_events AS e
    SET event_envelope_canonical = outbox.jcs_canonicalize(outbox._event_envelope(e)::json);
 ALTER TABLE outbox.outbox_events ENABLE TRIGGER tg_outbox_events__immutable;
 
+-- R-AK-1a: receipts are closed documents. Besides the common members (<prefix>Ref/SchemaVersion/
+-- DigestAlgorithmVersion/Digest, destination, consumerName, eventId, eventEnvelope*, the kind's
+-- time field) a receipt may carry exactly the members registered here for its kind.
+CREATE TABLE outbox.receipt_kind_members (
+    receipt_kind text NOT NULL REFERENCES outbox.receipt_kinds (receipt_kind),
+    member       text NOT NULL CHECK (member ~ '^[a-z][A-Za-z0-9]*$'),
+    json_type    text NOT NULL CHECK (json_type IN ('string', 'integer', 'boolean')),
+    required     boolean NOT NULL,
+    PRIMARY KEY (receipt_kind, member)
+);
+INSERT INTO outbox.receipt_kind_members (receipt_kind, member, json_type, required)
+SELECT k.receipt_kind, m.member, m.json_type, m.required
+  FROM outbox.receipt_kinds AS k
+  JOIN (VALUES
+        ('operations_projection', 'projectionName', 'string', true),
+        ('operations_projection', 'projectionVersion', 'integer', true),
+        ('operations_projection', 'eventType', 'string', true),
+        ('operations_projection', 'eventSchemaVersion', 'string', true),
+        ('operations_projection', 'projectionOutcome', 'string', false),
+        ('metering_input_processor', 'consumerOutcome', 'string', false),
+        ('billing_finalization_coordinator', 'consumerOutcome', 'string', false),
+        ('billing_settlement_catch_up', 'consumerOutcome', 'string', false),
+        ('broker_publication', 'stream', 'string', true),
+        ('broker_publication', 'sequence', 'integer', true),
+        ('broker_publication', 'duplicate', 'boolean', true)
+       ) AS m(receipt_kind, member, json_type, required) ON m.receipt_kind = k.receipt_kind;
+-- Kinds other than operations_projection may name a projection target and the event's type.
+INSERT INTO outbox.receipt_kind_members (receipt_kind, member, json_type, required)
+SELECT k.receipt_kind, m.member, m.json_type, false
+  FROM outbox.receipt_kinds AS k
+ CROSS JOIN (VALUES ('projectionName', 'string'), ('projectionVersion', 'integer'),
+                    ('eventType', 'string'), ('eventSchemaVersion', 'string')) AS m(member, json_type)
+ WHERE k.receipt_kind IN ('metering_input_processor', 'billing_finalization_coordinator', 'billing_settlement_catch_up');
+GRANT SELECT ON outbox.receipt_kind_members TO outbox_auditor;
+
 {{ template "functions/_jcs_text_problem.sql" . }}
 
 -- append_event stores the canonical text it verified (hot path) or computed (slow path).
