@@ -138,7 +138,7 @@ func BenchmarkWriteAmplification(b *testing.B) {
 		b.Fatal(err)
 	}
 	var published int
-	if err := admin.QueryRow(ctx, `SELECT count(*) FROM outbox.outbox_events WHERE published_at IS NOT NULL`).Scan(&published); err != nil {
+	if err := admin.QueryRow(ctx, `SELECT count(*) FROM outbox.outbox_publications`).Scan(&published); err != nil {
 		b.Fatal(err)
 	}
 	if published != n {

@@ -42,19 +42,14 @@ CREATE INDEX outbox_quarantine_attempt ON outbox.outbox_quarantine (attempt_id);
 {{ template "functions/_dispatch_fence.sql" . }}
 {{ template "functions/_dispatch_recover.sql" . }}
 {{ template "functions/_dispatch_sanitize_ref.sql" . }}
-{{ template "functions/_dispatch_quarantine.sql" . }}
 {{ template "functions/_backoff_delay.sql" . }}
 {{ template "functions/_ensure_retry_policy.sql" . }}
-{{ template "functions/_ack_reject.sql" . }}
-{{ template "functions/_ack_validate.sql" . }}
-{{ template "functions/_publish_event.sql" . }}
 
 -- Public API (SPEC §13): EXECUTE to outbox_dispatcher only (granted in each file).
 {{ template "functions/claim_deliveries.sql" . }}
 {{ template "functions/renew_lease.sql" . }}
-{{ template "functions/ack_delivery.sql" . }}
-{{ template "functions/retry_delivery.sql" . }}
-{{ template "functions/quarantine_delivery.sql" . }}
+-- ack_delivery, retry_delivery, quarantine_delivery: installed by 009 (batches of one of the
+-- batch outcome functions); this migration installed their first, one-row versions.
 {{ template "functions/recover_expired_leases.sql" . }}
 -- Operators: retry policy changes (EXECUTE to outbox_registrar).
 {{ template "functions/set_retry_policy.sql" . }}

@@ -48,8 +48,60 @@ GRANT SELECT ON outbox.receipt_kind_members TO outbox_auditor;
 
 {{ template "functions/_jcs_text_problem.sql" . }}
 
+-- §2 publication table: the event row is written once and never updated; published_at lives in
+-- a narrow table written only by the publication function (trigger: OB202 for everyone else).
+CREATE TABLE outbox.outbox_publications (
+    event_id     uuid PRIMARY KEY REFERENCES outbox.outbox_events (event_id),
+    published_at timestamptz NOT NULL
+);
+COMMENT ON TABLE outbox.outbox_publications IS
+    'One row per published event (SPEC §2, R-AK-4): inserted once by the publication function when every mandatory delivery is acknowledged; never updated or deleted.';
+INSERT INTO outbox.outbox_publications (event_id, published_at)
+SELECT e.event_id, e.published_at FROM outbox.outbox_events AS e WHERE e.published_at IS NOT NULL;
+DROP TRIGGER tg_outbox_events__immutable ON outbox.outbox_events;
+DROP TRIGGER tg_outbox_events__no_truncate ON outbox.outbox_events;
+DROP FUNCTION outbox.tg_outbox_events__immutable();
+DROP INDEX outbox.outbox_events_unpublished;
+ALTER TABLE outbox.outbox_events DROP COLUMN published_at;
+{{ template "triggers/outbox_events__immutable.sql" . }}
+{{ template "triggers/outbox_publications__guarded.sql" . }}
+GRANT SELECT ON outbox.outbox_publications TO outbox_auditor;
+
 -- append_event stores the canonical text it verified (hot path) or computed (slow path).
 DROP FUNCTION outbox.append_event(json, text, text);
 {{ template "functions/append_event.sql" . }}
+
+-- D-2 audit: the acknowledged finish keeps the receipt body the ack was checked against, so
+-- outbox.verify_ack_digests can re-canonicalize what the hot path trusted.
+ALTER TABLE outbox.outbox_delivery_attempt_finishes ADD COLUMN receipt json;
+
+-- R-AK-9: batch outcome functions; the one-row functions become batches of one (one rule each).
+DROP FUNCTION IF EXISTS outbox.ack_delivery(text, uuid, uuid, uuid, json, json);
+DROP FUNCTION IF EXISTS outbox.ack_delivery(text, uuid, uuid, uuid, json, json, text);
+DROP FUNCTION IF EXISTS outbox.retry_delivery(text, uuid, uuid, uuid, text, text);
+DROP FUNCTION IF EXISTS outbox.quarantine_delivery(text, uuid, uuid, uuid, text, text);
+DROP FUNCTION IF EXISTS outbox._ack_validate(outbox.outbox_deliveries, outbox.outbox_events, json, json);
+DROP FUNCTION IF EXISTS outbox._publish_event(uuid);
+DROP FUNCTION IF EXISTS outbox._dispatch_quarantine(outbox.outbox_deliveries, text, text, text, text, timestamptz);
+DROP FUNCTION IF EXISTS outbox._ack_reject(text);
+DROP FUNCTION outbox._dispatch_fence(text, uuid, uuid, uuid, timestamptz);
+DROP FUNCTION outbox._dispatch_recover(text[], integer, timestamptz);
+DROP FUNCTION outbox.claim_deliveries(text, text[], integer, interval);
+{{ template "functions/_fence_problem.sql" . }}
+{{ template "functions/_dispatch_fence.sql" . }}
+{{ template "functions/_quarantine_write.sql" . }}
+{{ template "functions/_dispatch_recover.sql" . }}
+{{ template "functions/_batch_items.sql" . }}
+{{ template "functions/_raise_item.sql" . }}
+{{ template "functions/_ack_problem.sql" . }}
+{{ template "functions/_publish_events.sql" . }}
+{{ template "functions/claim_deliveries.sql" . }}
+{{ template "functions/ack_deliveries.sql" . }}
+{{ template "functions/retry_deliveries.sql" . }}
+{{ template "functions/quarantine_deliveries.sql" . }}
+{{ template "functions/ack_delivery.sql" . }}
+{{ template "functions/retry_delivery.sql" . }}
+{{ template "functions/quarantine_delivery.sql" . }}
+{{ template "functions/verify_ack_digests.sql" . }}
 
 RESET ROLE;

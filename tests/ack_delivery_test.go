@@ -21,7 +21,7 @@ func TestAckDeliveryRecordsAck(t *testing.T) {
 	dxAppend(t, b.admin, dxRunCreated, "run-1", 1)
 	c := dxClaimOne(t, b.disp, dxWorkerA, time.Minute, dxDestCoreOps)
 	doc := newReceipt(t, c)
-	doc.Receipt["operationTimelineEntry"] = map[string]any{"seq": 7, "kind": "run"} // kind-specific, in the digest
+	doc.Receipt["projectionOutcome"] = "applied" // kind-specific (receipt_kind_members), in the digest
 	doc.Seal(t)
 	ack, rc := doc.JSON(t)
 	res, err := pgcall.AckDelivery(ctx, b.disp, fenceOf(c), ack, rc)
@@ -138,10 +138,12 @@ func TestAckDeliveryRejectsMismatches(t *testing.T) {
 		"unknown ack key":                                         {ops, sealed(nil, func(d *receiptDoc) { d.Ack["receipt"] = "x" }), "unknown key receipt"},
 		"unknown appliedReceipt key":                              {ops, sealed(nil, func(d *receiptDoc) { d.AppliedReceipt()["projectionName"] = "operations_timeline" }), "unknown key projectionName"},
 		"missing ack key":                                         {ops, sealed(nil, func(d *receiptDoc) { delete(d.Ack, "eventEnvelopeSha256") }), "missing key eventEnvelopeSha256"},
-		"receipt body whose digest differs": {ops, sealed(func(d *receiptDoc) { d.Receipt["note"] = "applied" },
-			func(d *receiptDoc) { d.Receipt["note"] = "applied twice" }), "receipt digest"},
-		"receipt body whose digest differs (non-projection)": {met, sealed(func(d *receiptDoc) { d.Receipt["lane"] = "eligibility" },
-			func(d *receiptDoc) { d.Receipt["lane"] = "provider_cost" }), "receipt digest"},
+		"receipt body whose digest differs": {ops, sealed(func(d *receiptDoc) { d.Receipt["projectionOutcome"] = "applied" },
+			func(d *receiptDoc) { d.Receipt["projectionOutcome"] = "applied twice" }), "receipt digest"},
+		"receipt body whose digest differs (non-projection)": {met, sealed(func(d *receiptDoc) { d.Receipt["consumerOutcome"] = "eligibility" },
+			func(d *receiptDoc) { d.Receipt["consumerOutcome"] = "provider_cost" }), "receipt digest"},
+		"unknown receipt member (closed, R-AK-1a)": {ops, sealed(func(d *receiptDoc) { d.Receipt["note"] = "applied" }, nil), "unknown member note"},
+		"kind member of the wrong type (R-AK-1a)":  {met, sealed(func(d *receiptDoc) { d.Receipt["consumerOutcome"] = 7 }, nil), "consumerOutcome must be a JSON string"},
 		"receipt digest field differs from quartet":     {ops, sealed(nil, func(d *receiptDoc) { d.Receipt[op+"Digest"] = dxOtherSHA }), op + "Digest"},
 		"receipt ref differs from quartet":              {ops, sealed(nil, func(d *receiptDoc) { d.Receipt[op+"Ref"] = "rcpt-other" }), op + "Ref"},
 		"receipt body names another consumer":           {ops, sealed(nil, func(d *receiptDoc) { d.Receipt["consumerName"] = "someone_else" }), "consumerName"},
@@ -156,7 +158,8 @@ func TestAckDeliveryRejectsMismatches(t *testing.T) {
 		"event schema differs":         {ops, sealed(func(d *receiptDoc) { d.Receipt["eventSchemaVersion"] = "2.1" }, nil), "eventSchemaVersion"},
 		"time not 6 fractional digits": {ops, sealed(nil, func(d *receiptDoc) { d.Receipt["appliedAt"] = "2026-01-02T03:04:05Z" }), "appliedAt"},
 		"time missing":                 {met, sealed(nil, func(d *receiptDoc) { delete(d.Receipt, "committedAt") }), "committedAt"},
-		"receipt not canonicalizable":  {ops, sealed(nil, func(d *receiptDoc) { d.Receipt["amount"] = 1.5 }), "canonicalizable"},
+		"receipt not canonicalizable":  {ops, sealed(nil, func(d *receiptDoc) { d.Receipt["projectionOutcome"] = "a\u0000b" }), "canonicalizable"},
+		"integer member not an integer": {ops, sealed(nil, func(d *receiptDoc) { d.Receipt["projectionVersion"] = 1.5 }), "projectionVersion"},
 		"ack not an object":            {ops, raw(`[]`, ""), "JSON object"},
 		"receipt not an object":        {ops, raw("", `null`), "receipt must be a JSON object"},
 		"duplicate key in ack": {ops, func(t *testing.T, c pgcall.ClaimedDelivery) (json.RawMessage, json.RawMessage) {
@@ -178,6 +181,15 @@ func TestAckDeliveryRejectsMismatches(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ack, rc := m.build(t, m.c)
 			_, err := pgcall.AckDelivery(ctx, b.disp, fenceOf(m.c), ack, rc)
+			if name == "receipt not canonicalizable" {
+				// \u0000 cannot be read by PostgreSQL's json operators at all: the call is refused
+				// as a whole with OB201 (D-2), and nothing changes.
+				dxWantState(t, err, "OB201")
+				if a, m2, f := snapshot(); a != opsBefore || m2 != metBefore || f != finBefore {
+					t.Fatalf("rejected ack changed state")
+				}
+				return
+			}
 			dxWantState(t, err, "OB002")
 			if !errors.Is(err, pgcall.ErrAckRejected) {
 				t.Fatalf("not ErrAckRejected: %v", err)

@@ -533,7 +533,8 @@ func TestEventsAndDeliveriesImmutable(t *testing.T) {
 		`UPDATE outbox.outbox_events SET event_payload = '{"x":1}' WHERE event_id = $1`,
 		`UPDATE outbox.outbox_events SET event_envelope_sha256 = repeat('0', 64) WHERE event_id = $1`,
 		`UPDATE outbox.outbox_events SET created_at = now() - interval '1 day' WHERE event_id = $1`,
-		`UPDATE outbox.outbox_events SET published_at = now() WHERE event_id = $1`,
+		`UPDATE outbox.outbox_events SET event_envelope_canonical = '{}' WHERE event_id = $1`,
+		`INSERT INTO outbox.outbox_publications (event_id, published_at) VALUES ($1, now())`,
 		`DELETE FROM outbox.outbox_events WHERE event_id = $1`,
 		`UPDATE outbox.outbox_deliveries SET consumer_name = 'x' WHERE event_id = $1`,
 		`UPDATE outbox.outbox_deliveries SET required_projection_version = 2 WHERE event_id = $1`,
@@ -550,7 +551,8 @@ func TestEventsAndDeliveriesImmutable(t *testing.T) {
 	}
 	// The producer cannot read or write the tables at all (R-SEC-1).
 	for _, stmt := range []string{`SELECT count(*) FROM outbox.outbox_events`,
-		`UPDATE outbox.outbox_events SET published_at = now()`, `DELETE FROM outbox.outbox_deliveries`} {
+		`UPDATE outbox.outbox_events SET created_at = now()`, `DELETE FROM outbox.outbox_deliveries`,
+		`SELECT count(*) FROM outbox.outbox_publications`} {
 		if _, err := b.producer.Exec(ctx, stmt); pgcall.SQLState(err) != "42501" {
 			t.Errorf("producer %s: got %v, want 42501", stmt, err)
 		}

@@ -846,7 +846,7 @@ func TestBadInputDispatcherForgedAcks(t *testing.T) {
 		AND (delivered_at IS NOT NULL OR ack_receipt_digest IS NOT NULL)`, ev); n != 0 {
 		t.Fatal("a forged ack left acknowledgement fields")
 	}
-	if n := db.count(t, `SELECT count(*) FROM outbox.outbox_events WHERE event_id = $1::uuid AND published_at IS NULL`, ev); n != 1 {
+	if n := db.count(t, `SELECT count(*) FROM outbox.outbox_events e WHERE e.event_id = $1::uuid AND NOT EXISTS (SELECT 1 FROM outbox.outbox_publications p WHERE p.event_id = e.event_id)`, ev); n != 1 {
 		t.Fatal("event published on a forged ack")
 	}
 	if n := db.count(t, `SELECT count(*) FROM outbox.outbox_quarantine WHERE event_id = $1::uuid AND reason = 'retry_exhausted'`, ev); n != 1 {

@@ -86,7 +86,7 @@ func TestDispatcherWithConsumerKitOverHTTP(t *testing.T) {
 		ids = append(ids, testfix.Append(t, db.admin, testfix.Envelope(e.typ, e.sv, "agg-"+testfix.NewUUID()[:8], 1)))
 	}
 	dpEventually(t, "every event published", func() bool {
-		return db.count(t, `SELECT count(*) FROM outbox.outbox_events WHERE published_at IS NOT NULL`) == len(ids)
+		return db.count(t, `SELECT count(*) FROM outbox.outbox_publications`) == len(ids)
 	})
 	if db.count(t, `SELECT count(*) FROM outbox.outbox_deliveries WHERE status <> 'acknowledged'`) != 0 {
 		t.Fatal("a delivery is not acknowledged")

@@ -186,7 +186,7 @@ func TestDispatcherJetStreamLostPubAckDeduplicated(t *testing.T) {
 	// The broker's ack covers only its own delivery: the metering consumer's is still pending,
 	// so the event is not published.
 	if db.status(t, dpMeteringDest, ev) != "pending" ||
-		db.count(t, `SELECT count(*) FROM outbox.outbox_events WHERE event_id = $1::uuid AND published_at IS NULL`, ev) != 1 {
+		db.count(t, `SELECT count(*) FROM outbox.outbox_events e WHERE e.event_id = $1::uuid AND NOT EXISTS (SELECT 1 FROM outbox.outbox_publications p WHERE p.event_id = e.event_id)`, ev) != 1 {
 		t.Fatal("broker ack stood in for another destination")
 	}
 }

@@ -62,7 +62,7 @@ func TestDispatcherTransientErrorsThenAck(t *testing.T) {
 			t.Fatalf("attempt %d = %+v, want %+v", i+1, got[i], want[i])
 		}
 	}
-	if n := db.count(t, `SELECT count(*) FROM outbox.outbox_events WHERE event_id = $1::uuid AND published_at IS NOT NULL`, ev); n != 1 {
+	if n := db.count(t, `SELECT count(*) FROM outbox.outbox_publications WHERE event_id = $1::uuid`, ev); n != 1 {
 		t.Fatal("fully acknowledged event not published")
 	}
 	if c.callsFor(ev) != 4 || c.badSig != 0 {
@@ -126,7 +126,7 @@ func TestDispatcherMalformedAckRetriedNeverAcknowledged(t *testing.T) {
 	if n := db.count(t, `SELECT count(*) FROM outbox.outbox_quarantine WHERE event_id = $1::uuid AND reason = 'retry_exhausted'`, ev); n != 1 {
 		t.Fatal("no retry_exhausted quarantine")
 	}
-	if n := db.count(t, `SELECT count(*) FROM outbox.outbox_events WHERE event_id = $1::uuid AND published_at IS NULL`, ev); n != 1 {
+	if n := db.count(t, `SELECT count(*) FROM outbox.outbox_events e WHERE e.event_id = $1::uuid AND NOT EXISTS (SELECT 1 FROM outbox.outbox_publications p WHERE p.event_id = e.event_id)`, ev); n != 1 {
 		t.Fatal("event published without acknowledgement")
 	}
 	if v := testutil.ToFloat64(r.m.TransportErrors.WithLabelValues(dpMeteringDest, "invalid_ack")); v != 4 {
@@ -359,7 +359,7 @@ func TestTwoDispatchersOnOneDatabase(t *testing.T) {
 	if n := db.count(t, `SELECT count(*) FROM outbox.outbox_delivery_attempt_finishes WHERE outcome = 'acknowledged'`); n != total {
 		t.Fatalf("%d acknowledged finishes for %d deliveries", n, total)
 	}
-	if n := db.count(t, `SELECT count(*) FROM outbox.outbox_events WHERE published_at IS NULL`); n != 0 {
+	if n := db.count(t, `SELECT count(*) FROM outbox.outbox_events e WHERE NOT EXISTS (SELECT 1 FROM outbox.outbox_publications p WHERE p.event_id = e.event_id)`); n != 0 {
 		t.Fatalf("%d events unpublished", n)
 	}
 	for _, id := range ids {

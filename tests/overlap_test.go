@@ -112,9 +112,9 @@ func cpOutboxSnapshot(t *testing.T, w *cpWorld) cpSnapshot {
 		(SELECT count(*) FROM outbox.outbox_deliveries WHERE status = 'quarantined'),
 		(SELECT count(*) FROM outbox.outbox_delivery_attempt_finishes),
 		(SELECT count(*) FROM outbox.outbox_quarantine),
-		(SELECT count(*) FROM outbox.outbox_events WHERE published_at IS NOT NULL),
+		(SELECT count(*) FROM outbox.outbox_publications),
 		(SELECT COALESCE(max(finished_at), 'epoch') FROM outbox.outbox_delivery_attempt_finishes),
-		(SELECT COALESCE(max(published_at), 'epoch') FROM outbox.outbox_events)`).
+		(SELECT COALESCE(max(published_at), 'epoch') FROM outbox.outbox_publications)`).
 		Scan(&s.Deliveries, &s.Acked, &s.Quarantined, &s.Finishes, &s.QuarantineRows, &s.Published, &s.LastFinish, &s.LastPublished); err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 func dxPublishedAt(t *testing.T, db pgcall.DBTX, eventID string) *time.Time {
 	t.Helper()
 	var p *time.Time
-	if err := db.QueryRow(context.Background(), `SELECT published_at FROM outbox.outbox_events WHERE event_id = $1::uuid`, eventID).Scan(&p); err != nil {
+	if err := db.QueryRow(context.Background(), `SELECT (SELECT published_at FROM outbox.outbox_publications WHERE event_id = $1::uuid)`, eventID).Scan(&p); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -65,27 +65,29 @@ func TestPublishedAtSetOnceByLastAck(t *testing.T) {
 		t.Fatalf("published_at %v before the last delivered_at %v", first, delivered)
 	}
 
-	// The dispatcher has no UPDATE on events at all.
-	_, err := b.disp.Exec(ctx, `UPDATE outbox.outbox_events SET published_at = now() WHERE event_id = $1::uuid`, eventID)
+	// The dispatcher has no privilege on publications at all.
+	_, err := b.disp.Exec(ctx, `UPDATE outbox.outbox_publications SET published_at = now() WHERE event_id = $1::uuid`, eventID)
 	dxWantState(t, err, "42501")
-	// The owner is stopped by the trigger: re-timing, back to NULL, and forging the setting
-	// does not help once published.
+	// The owner is stopped by the trigger: re-timing, deleting (back to unpublished), a second
+	// row, truncating, and forging the setting does not help once published (SPEC §2).
 	owner := testdb.Conn(t, b.dsn, "outbox_owner")
 	for _, stmt := range []string{
-		`UPDATE outbox.outbox_events SET published_at = now() + interval '1 second' WHERE event_id = $1::uuid`,
-		`UPDATE outbox.outbox_events SET published_at = NULL WHERE event_id = $1::uuid`,
+		`UPDATE outbox.outbox_publications SET published_at = now() + interval '1 second' WHERE event_id = $1::uuid`,
+		`DELETE FROM outbox.outbox_publications WHERE event_id = $1::uuid`,
 	} {
 		_, err := owner.Exec(ctx, stmt, eventID)
 		dxWantState(t, err, "OB202")
 	}
+	_, err = owner.Exec(ctx, `TRUNCATE outbox.outbox_publications`)
+	dxWantState(t, err, "OB202")
 	tx, err := owner.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(ctx, `SELECT set_config('pgoutbox.publishing_event', $1, true)`, eventID); err != nil {
+	if _, err := tx.Exec(ctx, `SELECT set_config('pgoutbox.publishing', 'on', true)`); err != nil {
 		t.Fatal(err)
 	}
-	_, err = tx.Exec(ctx, `UPDATE outbox.outbox_events SET published_at = now() WHERE event_id = $1::uuid`, eventID)
+	_, err = tx.Exec(ctx, `UPDATE outbox.outbox_publications SET published_at = now() WHERE event_id = $1::uuid`, eventID)
 	dxWantState(t, err, "OB202")
 	_ = tx.Rollback(ctx)
 	if p := dxPublishedAt(t, b.admin, eventID); p == nil || !p.Equal(*first) {
@@ -101,8 +103,20 @@ func TestPublishedAtOnlyThroughFunction(t *testing.T) {
 	ctx := context.Background()
 	eventID := dxAppend(t, b.admin, dxMetering, "agg-1", 1)
 	owner := testdb.Conn(t, b.dsn, "outbox_owner")
-	_, err := owner.Exec(ctx, `UPDATE outbox.outbox_events SET published_at = now() WHERE event_id = $1::uuid`, eventID)
+	_, err := owner.Exec(ctx, `INSERT INTO outbox.outbox_publications (event_id, published_at) VALUES ($1::uuid, now())`, eventID)
 	dxWantState(t, err, "OB202")
+	// Even with the publication function's setting forged, an event whose delivery is open
+	// cannot be published by hand.
+	tx, err := owner.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT set_config('pgoutbox.publishing', 'on', true)`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO outbox.outbox_publications (event_id, published_at) VALUES ($1::uuid, now())`, eventID)
+	dxWantState(t, err, "OB202")
+	_ = tx.Rollback(ctx)
 	if p := dxPublishedAt(t, b.admin, eventID); p != nil {
 		t.Fatalf("published_at %v", p)
 	}
@@ -115,11 +129,11 @@ func TestPublishedAtOnlyThroughFunction(t *testing.T) {
 	}
 	// The setting is reset after the CAS.
 	var setting string
-	if err := b.disp.QueryRow(ctx, `SELECT coalesce(current_setting('pgoutbox.publishing_event', true), '')`).Scan(&setting); err != nil {
+	if err := b.disp.QueryRow(ctx, `SELECT coalesce(current_setting('pgoutbox.publishing', true), '')`).Scan(&setting); err != nil {
 		t.Fatal(err)
 	}
 	if setting != "" {
-		t.Fatalf("pgoutbox.publishing_event left as %q", setting)
+		t.Fatalf("pgoutbox.publishing left as %q", setting)
 	}
 }
 

@@ -52,7 +52,7 @@ func TestRecoveryQuarantinesAtMaxAttempts(t *testing.T) {
 	if cs := dxClaim(t, b.disp, dxWorkerA, 10, time.Minute, dxDestMetering); len(cs) != 0 {
 		t.Fatalf("a quarantined delivery was claimed again: %+v", cs)
 	}
-	if p := dxInt(t, b.admin, `SELECT count(*) FROM outbox.outbox_events WHERE event_id = $1 AND published_at IS NOT NULL`, eventID); p != 0 {
+	if p := dxInt(t, b.admin, `SELECT count(*) FROM outbox.outbox_publications WHERE event_id = $1`, eventID); p != 0 {
 		t.Fatal("an exhausted delivery's event was published")
 	}
 }

@@ -28,12 +28,19 @@ type ClaimedDelivery struct {
 	EventEnvelope                                             json.RawMessage // the jsonb envelope as returned
 	EventEnvelopeDigestAlgorithmVersion, EventEnvelopeSHA256  string
 	EventType, EventSchemaVersion                             string
+	// EventEnvelopeCanonical is the canonical envelope text the producer's database verified or
+	// computed at append (D-2); nil for a row written outside append_event. When present,
+	// EventEnvelope holds these same bytes and sha256(EventEnvelopeCanonical) is the whole
+	// proof a dispatcher needs (P-5: no re-canonicalization).
+	EventEnvelopeCanonical []byte
 }
 
 const claimDeliveriesSQL = `SELECT destination, consumer_name, event_id::text, attempt_id::text, lease_token::text,
        lease_expires_at, attempt_number, expected_receipt_type, expected_receipt_schema_version,
-       required_projection_name, required_projection_version, event_envelope::text,
-       event_envelope_digest_algorithm_version, event_envelope_sha256, event_type, event_schema_version
+       required_projection_name, required_projection_version,
+       CASE WHEN event_envelope_canonical IS NULL THEN event_envelope::text END,
+       event_envelope_digest_algorithm_version, event_envelope_sha256, event_type, event_schema_version,
+       event_envelope_canonical
 FROM outbox.claim_deliveries($1::text, $2::text[], $3::int, $4::interval)`
 
 // intervalString renders d as a PostgreSQL interval literal with microsecond precision.
@@ -53,13 +60,13 @@ func ClaimDeliveries(ctx context.Context, db DBTX, p ClaimParams) ([]ClaimedDeli
 	var out []ClaimedDelivery
 	for rows.Next() {
 		var c ClaimedDelivery
-		var env string
+		var env, canonical *string
 		var projVersion *int32
 		var attemptNumber, schemaVersion int32
 		if err := rows.Scan(&c.Destination, &c.ConsumerName, &c.EventID, &c.AttemptID, &c.LeaseToken,
 			&c.LeaseExpiresAt, &attemptNumber, &c.ExpectedReceiptType, &schemaVersion,
 			&c.RequiredProjectionName, &projVersion, &env,
-			&c.EventEnvelopeDigestAlgorithmVersion, &c.EventEnvelopeSHA256, &c.EventType, &c.EventSchemaVersion); err != nil {
+			&c.EventEnvelopeDigestAlgorithmVersion, &c.EventEnvelopeSHA256, &c.EventType, &c.EventSchemaVersion, &canonical); err != nil {
 			return nil, interpretError("claim deliveries", err)
 		}
 		c.AttemptNumber = int(attemptNumber)
@@ -68,7 +75,12 @@ func ClaimDeliveries(ctx context.Context, db DBTX, p ClaimParams) ([]ClaimedDeli
 			v := int(*projVersion)
 			c.RequiredProjectionVersion = &v
 		}
-		c.EventEnvelope = json.RawMessage(env)
+		if canonical != nil {
+			c.EventEnvelopeCanonical = []byte(*canonical)
+			c.EventEnvelope = json.RawMessage(c.EventEnvelopeCanonical)
+		} else if env != nil {
+			c.EventEnvelope = json.RawMessage(*env)
+		}
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {

@@ -2,7 +2,7 @@ package pgcall
 
 import "context"
 
-// PublicationSummary counts events, events with published_at, and events whose every
+// PublicationSummary counts events, published events (outbox_publications), and events whose every
 // mandatory delivery is acknowledged (the two must agree, SPEC R-AK-4, T-5, T-8).
 type PublicationSummary struct {
 	Events        int64
@@ -15,7 +15,7 @@ type PublicationSummary struct {
 
 const publicationSummarySQL = `SELECT
     (SELECT count(*) FROM outbox.outbox_events),
-    (SELECT count(*) FROM outbox.outbox_events WHERE published_at IS NOT NULL),
+    (SELECT count(*) FROM outbox.outbox_publications),
     (SELECT count(*) FROM outbox.outbox_events e WHERE NOT EXISTS (
         SELECT 1 FROM outbox.outbox_deliveries d WHERE d.event_id = e.event_id AND d.mandatory AND d.status <> 'acknowledged')),
     (SELECT count(*) FROM outbox.outbox_deliveries WHERE status IN ('pending', 'leased')),

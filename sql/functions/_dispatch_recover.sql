@@ -24,12 +24,12 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
-    v_count integer;
-    v_quarantined integer := 0;
-    v_d outbox.outbox_deliveries%ROWTYPE;
+    v_count       integer;
+    v_quarantined integer;
 BEGIN
-    FOR v_d IN
-        SELECT d.*
+    -- expired on the last allowed attempt: quarantined (set-based, the one quarantine write)
+    WITH exhausted AS (
+        SELECT d.destination, d.event_id, d.current_attempt_id
           FROM outbox.outbox_deliveries AS d
           JOIN outbox.outbox_retry_policies AS p ON p.destination = d.destination
          WHERE d.status = 'leased'
@@ -39,11 +39,16 @@ BEGIN
          ORDER BY d.lease_expires_at
          LIMIT p_max_rows
            FOR UPDATE OF d SKIP LOCKED
-    LOOP
-        PERFORM outbox._dispatch_quarantine(v_d, 'lease_expired_unknown', 'retry_exhausted', 'retry_exhausted',
-                                            'lease expired on the last allowed attempt', p_now);
-        v_quarantined := v_quarantined + 1;
-    END LOOP;
+    )
+    SELECT coalesce(outbox._quarantine_write(pg_catalog.array_agg(x.destination), pg_catalog.array_agg(x.event_id),
+                                             pg_catalog.array_agg(x.current_attempt_id), 'lease_expired_unknown',
+                                             pg_catalog.array_agg('retry_exhausted'::text),
+                                             pg_catalog.array_agg('retry_exhausted'::text),
+                                             pg_catalog.array_agg('lease expired on the last allowed attempt'::text), p_now), 0)
+      INTO v_quarantined
+      FROM exhausted AS x
+    HAVING pg_catalog.count(*) > 0;
+    v_quarantined := coalesce(v_quarantined, 0);
 
     WITH expired AS (
         SELECT d.ctid AS row_ctid, d.current_attempt_id

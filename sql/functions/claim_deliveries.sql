@@ -3,7 +3,7 @@
 --   attempt_number, expected_receipt_type, expected_receipt_schema_version,
 --   required_projection_name, required_projection_version, event_envelope jsonb,
 --   event_envelope_digest_algorithm_version, event_envelope_sha256, event_type,
---   event_schema_version)  (public, SPEC R-CL-1, R-CL-2, R-CL-5, R-CL-6, R-CL-7, §13)
+--   event_schema_version, event_envelope_canonical)  (public, SPEC R-CL-1, R-CL-2, R-CL-5, R-CL-6, R-CL-7, §13)
 -- Purpose: lease up to p_batch_size claimable deliveries of the given destinations to p_worker.
 --   1. A bounded recovery step (outbox._dispatch_recover, at most p_batch_size rows of these
 --      destinations) closes expired leases as lease_expired_unknown and makes them pending, so a
@@ -28,8 +28,10 @@
 --   delivery is skipped while a delivery of the same destination and aggregate_id with a smaller
 --   aggregate_revision is pending or leased (index outbox_deliveries_open_by_aggregate). For
 --   ordering = 'none' (default) that check is not evaluated.
---   The event envelope is rebuilt from the stored event columns (outbox._event_envelope, SPEC D-3);
---   the caller verifies its digest against event_envelope_sha256 (R-DP-1).
+--   event_envelope_canonical is the canonical envelope text append_event verified or computed
+--   (D-2): a caller checks sha256(text) = event_envelope_sha256 and sends those bytes, without
+--   canonicalizing again (P-5). event_envelope is the same document as jsonb (rebuilt from the
+--   stored columns, outbox._event_envelope, only for a row without stored text).
 -- Time: now = clock_timestamp() captured once at the start of the call and used for the
 --   eligibility test, the lease expiry, last_attempt_at and started_at. The claim is meant to run
 --   in its own short transaction (R-CL-5: commit before calling the consumer); taking the wall
@@ -57,7 +59,8 @@ RETURNS TABLE (
     event_envelope_digest_algorithm_version text,
     event_envelope_sha256                   text,
     event_type                              text,
-    event_schema_version                    text
+    event_schema_version                    text,
+    event_envelope_canonical                text
 )
 LANGUAGE plpgsql
 VOLATILE
@@ -169,11 +172,14 @@ BEGIN
            c.expected_receipt_schema_version, c.required_projection_name,
            c.required_projection_version, ev.envelope,
            ev.event_envelope_digest_algorithm_version, ev.event_envelope_sha256,
-           ev.event_type, ev.schema_version
+           ev.event_type, ev.schema_version, ev.canonical
       FROM claimed AS c
      CROSS JOIN LATERAL (
-            SELECT outbox._event_envelope(e) AS envelope, e.event_envelope_digest_algorithm_version,
-                   e.event_envelope_sha256, e.event_type, e.schema_version
+            SELECT CASE WHEN e.event_envelope_canonical IS NULL THEN outbox._event_envelope(e)
+                        ELSE e.event_envelope_canonical::jsonb END AS envelope,
+                   e.event_envelope_digest_algorithm_version,
+                   e.event_envelope_sha256, e.event_type, e.schema_version,
+                   e.event_envelope_canonical AS canonical
               FROM outbox.outbox_events AS e
              WHERE e.event_id = c.event_id
              LIMIT 1

@@ -1,8 +1,6 @@
--- Event immutability (SPEC R-SEC-3, R-AK-4): no column of an event ever changes, except
--- published_at going once from NULL to a time, and only inside the publication function, which
--- announces the event id in the transaction-local setting pgoutbox.publishing_event. Back to
--- NULL, re-timing, a second write or a write outside the function raise OB202. DELETE and
--- TRUNCATE raise OB202 (retention is a later, audited procedure).
+-- Event immutability (SPEC R-SEC-3, R-AK-4, §2): no column of an event ever changes (the event
+-- row is written once; its publication lives in outbox.outbox_publications). An UPDATE that
+-- changes a column, DELETE and TRUNCATE raise OB202 (retention is a later, audited procedure).
 CREATE FUNCTION outbox.tg_outbox_events__immutable() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -14,26 +12,18 @@ BEGIN
             NEW.delivery_set_definition_digest, NEW.aggregate_id, NEW.aggregate_revision, NEW.tenant_kind,
             NEW.tenant_id, NEW.workspace_id, NEW.project_id, NEW.correlation_id, NEW.causation_id,
             NEW.operation_id, NEW.event_payload, NEW.event_envelope_digest_algorithm_version,
-            NEW.event_envelope_sha256, NEW.occurred_at, NEW.created_at)
+            NEW.event_envelope_sha256, NEW.occurred_at, NEW.created_at, NEW.event_envelope_canonical)
            IS DISTINCT FROM
            (OLD.event_id, OLD.event_type, OLD.schema_version, OLD.delivery_set_version,
             OLD.delivery_set_definition_schema_version, OLD.delivery_set_definition_digest_algorithm_version,
             OLD.delivery_set_definition_digest, OLD.aggregate_id, OLD.aggregate_revision, OLD.tenant_kind,
             OLD.tenant_id, OLD.workspace_id, OLD.project_id, OLD.correlation_id, OLD.causation_id,
             OLD.operation_id, OLD.event_payload, OLD.event_envelope_digest_algorithm_version,
-            OLD.event_envelope_sha256, OLD.occurred_at, OLD.created_at) THEN
+            OLD.event_envelope_sha256, OLD.occurred_at, OLD.created_at, OLD.event_envelope_canonical) THEN
             RAISE EXCEPTION 'immutability violation: event columns never change'
                 USING ERRCODE = 'OB202', DETAIL = format('event %s', OLD.event_id);
         END IF;
-        IF NEW.published_at IS NOT DISTINCT FROM OLD.published_at THEN
-            RETURN NEW;
-        END IF;
-        IF OLD.published_at IS NULL AND NEW.published_at IS NOT NULL
-           AND current_setting('pgoutbox.publishing_event', true) = OLD.event_id::text THEN
-            RETURN NEW;
-        END IF;
-        RAISE EXCEPTION 'immutability violation: published_at is set once, by the publication function only'
-            USING ERRCODE = 'OB202', DETAIL = format('event %s: published_at %s -> %s', OLD.event_id, OLD.published_at, NEW.published_at);
+        RETURN NEW;
     END IF;
     RAISE EXCEPTION 'immutability violation: % on outbox.outbox_events is not allowed', TG_OP
         USING ERRCODE = 'OB202', DETAIL = 'events are immutable; only the audited retention procedure may archive them';

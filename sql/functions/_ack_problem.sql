@@ -1,10 +1,13 @@
--- outbox._ack_validate(p_delivery outbox.outbox_deliveries, p_event outbox.outbox_events,
---                      p_ack json, p_receipt json) RETURNS outbox.receipt_kinds
--- (private, SPEC R-AK-1, R-AK-1a, R-AK-2)
+-- outbox._ack_problem(p_delivery outbox.outbox_deliveries, p_event outbox.outbox_events,
+--                     p_ack json, p_receipt json, p_candidate text) RETURNS text
+-- (private, SPEC R-AK-1, R-AK-1a, R-AK-2, R-AK-9, D-2)
+-- THE ack rule: ack_deliveries applies it to every item of a batch (ack_delivery is a batch of
+--   one), so the one-row and the batch path can never disagree. Returns NULL when the ack is
+--   acceptable, else the OB002 DETAIL naming the field. Never raises, changes nothing.
 -- Purpose: accept an ActiveConsumerAck@1 and the receipt body it summarizes only when both match
 --   the FROZEN delivery (consumer, expected receipt type and schema version, projection target),
 --   the destination's receipt kind and the event (id, digest algorithm, sha); returns the receipt
---   kind row so the caller can record ack_receipt_kind/type. Checks, in this order:
+--   problem (or NULL). Checks, in this order:
 --   ack: a JSON object without duplicate keys and with exactly the keys destination,
 --     consumerName, eventId, eventEnvelopeDigestAlgorithmVersion, eventEnvelopeSha256,
 --     appliedReceipt; each equal to the delivery/event.
@@ -20,17 +23,21 @@
 --     projection target the receipt's projectionName/projectionVersion must equal the FROZEN
 --     target (the receipt's own claim is never trusted); eventType/eventSchemaVersion, when
 --     present, equal the event's; broker_publication receipts carry stream (string), sequence
---     (integer) and duplicate (boolean). Further kind-specific fields are allowed.
---   digest: outbox.jcs_sha256 of the receipt minus <P>Ref, <P>Digest and the time field (built
---     from the json text, so nested duplicate keys and non-integer numbers are caught) must
---     equal the quartet's digest.
--- SQLSTATEs: OB002 with a DETAIL naming the field (also for receipts that are not
---   canonicalizable). Changes nothing.
--- Caller: outbox.ack_delivery; granted to nobody.
-CREATE FUNCTION outbox._ack_validate(p_delivery outbox.outbox_deliveries, p_event outbox.outbox_events,
-                                     p_ack json, p_receipt json)
-RETURNS outbox.receipt_kinds
+--     (integer) and duplicate (boolean). Receipts are CLOSED (R-AK-1a): any member that is not
+--     common or registered for the kind in outbox.receipt_kind_members is refused, and each
+--     registered member has its JSON type (integers |n| <= 2^53-1).
+--   digest (D-2): with p_candidate (the canonical text of the receipt minus <P>Ref, <P>Digest
+--     and the time field, computed by the caller's Go canonicalizer) the hot path checks that
+--     the text is canonical (outbox._jcs_text_problem, cheap checks), parses to exactly that
+--     part of the receipt (jsonb equality) and hashes to the quartet's digest. Without it, or
+--     when the candidate is not exactly that, the database canonicalizes the candidate itself
+--     (slow path), so the hot path accepts exactly what the slow path accepts.
+-- Caller: outbox.ack_deliveries; granted to nobody.
+CREATE FUNCTION outbox._ack_problem(p_delivery outbox.outbox_deliveries, p_event outbox.outbox_events,
+                                    p_ack json, p_receipt json, p_candidate text)
+RETURNS text
 LANGUAGE plpgsql
+STABLE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
@@ -51,65 +58,66 @@ DECLARE
     v_candidate json;
     v_digest    text;
 BEGIN
+  BEGIN
     -- ack document --------------------------------------------------------------------------
     IF p_ack IS NULL OR pg_catalog.json_typeof(p_ack) <> 'object' THEN
-        PERFORM outbox._ack_reject('ack must be a JSON object (ActiveConsumerAck@1)');
+        RETURN ('ack must be a JSON object (ActiveConsumerAck@1)');
     END IF;
     SELECT e.key INTO v_key FROM pg_catalog.json_each(p_ack) AS e
      GROUP BY e.key HAVING pg_catalog.count(*) > 1 LIMIT 1;
     IF FOUND THEN
-        PERFORM outbox._ack_reject(pg_catalog.format('ack: duplicate key %s', v_key));
+        RETURN (pg_catalog.format('ack: duplicate key %s', v_key));
     END IF;
     v_ack := p_ack::jsonb;
     SELECT k INTO v_key FROM pg_catalog.jsonb_object_keys(v_ack) AS k WHERE k <> ALL (c_ack_keys) ORDER BY k LIMIT 1;
     IF FOUND THEN
-        PERFORM outbox._ack_reject(pg_catalog.format('ack: unknown key %s', v_key));
+        RETURN (pg_catalog.format('ack: unknown key %s', v_key));
     END IF;
     SELECT k INTO v_key FROM pg_catalog.unnest(c_ack_keys) AS k WHERE NOT v_ack ? k LIMIT 1;
     IF FOUND THEN
-        PERFORM outbox._ack_reject(pg_catalog.format('ack: missing key %s', v_key));
+        RETURN (pg_catalog.format('ack: missing key %s', v_key));
     END IF;
 
     IF v_ack->'destination' IS DISTINCT FROM pg_catalog.to_jsonb(p_delivery.destination) THEN
-        PERFORM outbox._ack_reject(pg_catalog.format('ack.destination %s is not the delivery''s destination %s',
+        RETURN (pg_catalog.format('ack.destination %s is not the delivery''s destination %s',
                                                      v_ack->'destination', p_delivery.destination));
     END IF;
     IF v_ack->'consumerName' IS DISTINCT FROM pg_catalog.to_jsonb(p_delivery.consumer_name) THEN
-        PERFORM outbox._ack_reject(pg_catalog.format('ack.consumerName %s is not the frozen consumer %s',
+        RETURN (pg_catalog.format('ack.consumerName %s is not the frozen consumer %s',
                                                      v_ack->'consumerName', p_delivery.consumer_name));
     END IF;
     IF v_ack->'eventId' IS DISTINCT FROM pg_catalog.to_jsonb(p_delivery.event_id::text) THEN
-        PERFORM outbox._ack_reject(pg_catalog.format('ack.eventId %s is not the delivery''s event %s',
+        RETURN (pg_catalog.format('ack.eventId %s is not the delivery''s event %s',
                                                      v_ack->'eventId', p_delivery.event_id));
     END IF;
     IF v_ack->'eventEnvelopeDigestAlgorithmVersion' IS DISTINCT FROM pg_catalog.to_jsonb(p_event.event_envelope_digest_algorithm_version) THEN
-        PERFORM outbox._ack_reject(pg_catalog.format('ack.eventEnvelopeDigestAlgorithmVersion %s is not the event''s %s',
+        RETURN (pg_catalog.format('ack.eventEnvelopeDigestAlgorithmVersion %s is not the event''s %s',
                                                      v_ack->'eventEnvelopeDigestAlgorithmVersion', p_event.event_envelope_digest_algorithm_version));
     END IF;
     IF v_ack->'eventEnvelopeSha256' IS DISTINCT FROM pg_catalog.to_jsonb(p_event.event_envelope_sha256) THEN
-        PERFORM outbox._ack_reject(pg_catalog.format('ack.eventEnvelopeSha256 %s is not the event''s %s',
+        RETURN (pg_catalog.format('ack.eventEnvelopeSha256 %s is not the event''s %s',
                                                      v_ack->'eventEnvelopeSha256', p_event.event_envelope_sha256));
     END IF;
 
     -- appliedReceipt (the receipt quartet) ---------------------------------------------------
     IF pg_catalog.json_typeof(p_ack->'appliedReceipt') IS DISTINCT FROM 'object' THEN
-        PERFORM outbox._ack_reject('ack.appliedReceipt must be a JSON object');
+        RETURN ('ack.appliedReceipt must be a JSON object');
     END IF;
     SELECT e.key INTO v_key FROM pg_catalog.json_each(p_ack->'appliedReceipt') AS e
      GROUP BY e.key HAVING pg_catalog.count(*) > 1 LIMIT 1;
     IF FOUND THEN
-        PERFORM outbox._ack_reject(pg_catalog.format('ack.appliedReceipt: duplicate key %s', v_key));
+        RETURN (pg_catalog.format('ack.appliedReceipt: duplicate key %s', v_key));
     END IF;
     v_ar := v_ack->'appliedReceipt';
 
     SELECT dd.* INTO v_dest FROM outbox.delivery_destinations AS dd WHERE dd.destination = p_delivery.destination;
     IF v_ar->'kind' IS DISTINCT FROM pg_catalog.to_jsonb(v_dest.receipt_kind) THEN
-        PERFORM outbox._ack_reject(pg_catalog.format('ack.appliedReceipt.kind %s is not the receipt kind %s of destination %s',
+        RETURN (pg_catalog.format('ack.appliedReceipt.kind %s is not the receipt kind %s of destination %s',
                                                      coalesce(v_ar->'kind', 'null'::jsonb), v_dest.receipt_kind, v_dest.destination));
     END IF;
     SELECT rk.* INTO v_kind FROM outbox.receipt_kinds AS rk WHERE rk.receipt_kind = v_dest.receipt_kind;
     IF v_kind.receipt_type IS DISTINCT FROM p_delivery.expected_receipt_type THEN
-        PERFORM outbox._ack_reject(pg_catalog.format('receipt type %s of kind %s is not the frozen expected receipt type %s',
+        RETURN (pg_catalog.format('receipt type %s of kind %s is not the frozen expected receipt type %s',
                                                      v_kind.receipt_type, v_kind.receipt_kind, p_delivery.expected_receipt_type));
     END IF;
     v_p := v_kind.field_prefix;
@@ -118,125 +126,162 @@ BEGIN
     SELECT k INTO v_key FROM pg_catalog.jsonb_object_keys(v_ar) AS k
      WHERE k <> 'kind' AND k <> ALL (v_quartet) ORDER BY k LIMIT 1;
     IF FOUND THEN
-        PERFORM outbox._ack_reject(pg_catalog.format('ack.appliedReceipt: unknown key %s', v_key));
+        RETURN (pg_catalog.format('ack.appliedReceipt: unknown key %s', v_key));
     END IF;
     SELECT k INTO v_key FROM pg_catalog.unnest(v_quartet) AS k WHERE NOT v_ar ? k LIMIT 1;
     IF FOUND THEN
-        PERFORM outbox._ack_reject(pg_catalog.format('ack.appliedReceipt: missing receipt quartet field %s', v_key));
+        RETURN (pg_catalog.format('ack.appliedReceipt: missing receipt quartet field %s', v_key));
     END IF;
     IF pg_catalog.jsonb_typeof(v_ar->v_quartet[1]) IS DISTINCT FROM 'string' OR v_ar->>v_quartet[1] = ''
        OR pg_catalog.length(v_ar->>v_quartet[1]) > 500 THEN
-        PERFORM outbox._ack_reject(pg_catalog.format('ack.appliedReceipt.%s must be a non-empty string of at most 500 characters', v_quartet[1]));
+        RETURN (pg_catalog.format('ack.appliedReceipt.%s must be a non-empty string of at most 500 characters', v_quartet[1]));
     END IF;
     IF v_ar->v_quartet[2] IS DISTINCT FROM pg_catalog.to_jsonb(p_delivery.expected_receipt_schema_version)
        OR v_ar->>v_quartet[2] !~ '^[0-9]+$' THEN
-        PERFORM outbox._ack_reject(pg_catalog.format('ack.appliedReceipt.%s %s is not the frozen expected receipt schema version %s',
+        RETURN (pg_catalog.format('ack.appliedReceipt.%s %s is not the frozen expected receipt schema version %s',
                                                      v_quartet[2], v_ar->v_quartet[2], p_delivery.expected_receipt_schema_version));
     END IF;
     IF v_ar->v_quartet[3] IS DISTINCT FROM '"jcs-sha256-v1"'::jsonb THEN
-        PERFORM outbox._ack_reject(pg_catalog.format('ack.appliedReceipt.%s %s is not jcs-sha256-v1', v_quartet[3], v_ar->v_quartet[3]));
+        RETURN (pg_catalog.format('ack.appliedReceipt.%s %s is not jcs-sha256-v1', v_quartet[3], v_ar->v_quartet[3]));
     END IF;
     IF pg_catalog.jsonb_typeof(v_ar->v_quartet[4]) IS DISTINCT FROM 'string' OR v_ar->>v_quartet[4] !~ '^[0-9a-f]{64}$' THEN
-        PERFORM outbox._ack_reject(pg_catalog.format('ack.appliedReceipt.%s must be 64 lower-case hex digits', v_quartet[4]));
+        RETURN (pg_catalog.format('ack.appliedReceipt.%s must be 64 lower-case hex digits', v_quartet[4]));
     END IF;
 
     -- receipt body (R-AK-1a) ------------------------------------------------------------------
     IF p_receipt IS NULL OR pg_catalog.json_typeof(p_receipt) <> 'object' THEN
-        PERFORM outbox._ack_reject('receipt must be a JSON object (the receipt body is always passed)');
+        RETURN ('receipt must be a JSON object (the receipt body is always passed)');
     END IF;
     SELECT e.key INTO v_key FROM pg_catalog.json_each(p_receipt) AS e
      GROUP BY e.key HAVING pg_catalog.count(*) > 1 LIMIT 1;
     IF FOUND THEN
-        PERFORM outbox._ack_reject(pg_catalog.format('receipt: duplicate key %s', v_key));
+        RETURN (pg_catalog.format('receipt: duplicate key %s', v_key));
     END IF;
     v_rc := p_receipt::jsonb;
 
     FOREACH v_key IN ARRAY v_quartet LOOP
         IF NOT v_rc ? v_key THEN
-            PERFORM outbox._ack_reject(pg_catalog.format('receipt: missing field %s', v_key));
+            RETURN (pg_catalog.format('receipt: missing field %s', v_key));
         END IF;
         IF v_rc->v_key IS DISTINCT FROM v_ar->v_key THEN
-            PERFORM outbox._ack_reject(pg_catalog.format('receipt.%s %s differs from ack.appliedReceipt.%s %s',
+            RETURN (pg_catalog.format('receipt.%s %s differs from ack.appliedReceipt.%s %s',
                                                          v_key, v_rc->v_key, v_key, v_ar->v_key));
         END IF;
     END LOOP;
     FOREACH v_key IN ARRAY c_body_keys LOOP
         IF NOT v_rc ? v_key THEN
-            PERFORM outbox._ack_reject(pg_catalog.format('receipt: missing field %s', v_key));
+            RETURN (pg_catalog.format('receipt: missing field %s', v_key));
         END IF;
         IF v_rc->v_key IS DISTINCT FROM v_ack->v_key THEN
-            PERFORM outbox._ack_reject(pg_catalog.format('receipt.%s %s differs from ack.%s %s',
+            RETURN (pg_catalog.format('receipt.%s %s differs from ack.%s %s',
                                                          v_key, v_rc->v_key, v_key, v_ack->v_key));
         END IF;
     END LOOP;
     IF NOT v_rc ? v_kind.time_field THEN
-        PERFORM outbox._ack_reject(pg_catalog.format('receipt: missing field %s', v_kind.time_field));
+        RETURN (pg_catalog.format('receipt: missing field %s', v_kind.time_field));
     END IF;
     IF pg_catalog.jsonb_typeof(v_rc->v_kind.time_field) IS DISTINCT FROM 'string'
        OR v_rc->>v_kind.time_field !~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z$' THEN
-        PERFORM outbox._ack_reject(pg_catalog.format('receipt.%s must be UTC RFC 3339 with 6 fractional digits and Z', v_kind.time_field));
+        RETURN (pg_catalog.format('receipt.%s must be UTC RFC 3339 with 6 fractional digits and Z', v_kind.time_field));
     END IF;
-    BEGIN
-        PERFORM (v_rc->>v_kind.time_field)::timestamptz;
-    EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow THEN
-        PERFORM outbox._ack_reject(pg_catalog.format('receipt.%s is not a valid time', v_kind.time_field));
-    END;
+    PERFORM (v_rc->>v_kind.time_field)::timestamptz; -- an invalid time is answered by the handler below
 
     IF v_kind.receipt_kind = 'operations_projection' THEN
         FOREACH v_key IN ARRAY ARRAY['projectionName', 'projectionVersion', 'eventType', 'eventSchemaVersion'] LOOP
             IF NOT v_rc ? v_key THEN
-                PERFORM outbox._ack_reject(pg_catalog.format('receipt: missing field %s (required for %s)', v_key, v_kind.receipt_kind));
+                RETURN (pg_catalog.format('receipt: missing field %s (required for %s)', v_key, v_kind.receipt_kind));
             END IF;
         END LOOP;
     END IF;
     -- The projection target comes from the frozen delivery, never from the receipt (R-AK-2).
     IF p_delivery.required_projection_name IS NOT NULL THEN
         IF v_rc->'projectionName' IS DISTINCT FROM pg_catalog.to_jsonb(p_delivery.required_projection_name) THEN
-            PERFORM outbox._ack_reject(pg_catalog.format('receipt.projectionName %s is not the frozen projection target %s',
+            RETURN (pg_catalog.format('receipt.projectionName %s is not the frozen projection target %s',
                                                          coalesce(v_rc->'projectionName', 'null'::jsonb), p_delivery.required_projection_name));
         END IF;
         IF v_rc->'projectionVersion' IS DISTINCT FROM pg_catalog.to_jsonb(p_delivery.required_projection_version) THEN
-            PERFORM outbox._ack_reject(pg_catalog.format('receipt.projectionVersion %s is not the frozen projection target version %s',
+            RETURN (pg_catalog.format('receipt.projectionVersion %s is not the frozen projection target version %s',
                                                          coalesce(v_rc->'projectionVersion', 'null'::jsonb), p_delivery.required_projection_version));
         END IF;
     END IF;
     IF v_rc ? 'eventType' AND v_rc->'eventType' IS DISTINCT FROM pg_catalog.to_jsonb(p_event.event_type) THEN
-        PERFORM outbox._ack_reject(pg_catalog.format('receipt.eventType %s is not the event''s type %s', v_rc->'eventType', p_event.event_type));
+        RETURN (pg_catalog.format('receipt.eventType %s is not the event''s type %s', v_rc->'eventType', p_event.event_type));
     END IF;
     IF v_rc ? 'eventSchemaVersion' AND v_rc->'eventSchemaVersion' IS DISTINCT FROM pg_catalog.to_jsonb(p_event.schema_version) THEN
-        PERFORM outbox._ack_reject(pg_catalog.format('receipt.eventSchemaVersion %s is not the event''s schema version %s',
+        RETURN (pg_catalog.format('receipt.eventSchemaVersion %s is not the event''s schema version %s',
                                                      v_rc->'eventSchemaVersion', p_event.schema_version));
     END IF;
     IF v_kind.receipt_kind = 'broker_publication' THEN
         IF pg_catalog.jsonb_typeof(v_rc->'stream') IS DISTINCT FROM 'string' THEN
-            PERFORM outbox._ack_reject('receipt.stream must be a string (broker_publication)');
+            RETURN ('receipt.stream must be a string (broker_publication)');
         END IF;
         IF pg_catalog.jsonb_typeof(v_rc->'sequence') IS DISTINCT FROM 'number' OR v_rc->>'sequence' !~ '^[0-9]+$' THEN
-            PERFORM outbox._ack_reject('receipt.sequence must be a non-negative integer (broker_publication)');
+            RETURN ('receipt.sequence must be a non-negative integer (broker_publication)');
         END IF;
         IF pg_catalog.jsonb_typeof(v_rc->'duplicate') IS DISTINCT FROM 'boolean' THEN
-            PERFORM outbox._ack_reject('receipt.duplicate must be a boolean (broker_publication)');
+            RETURN ('receipt.duplicate must be a boolean (broker_publication)');
         END IF;
     END IF;
 
-    -- receipt digest: jcs-sha256-v1 of the body minus <P>Ref, <P>Digest and the time field ------
-    SELECT pg_catalog.json_object_agg(e.key, e.value) INTO v_candidate
-      FROM pg_catalog.json_each(p_receipt) AS e
-     WHERE e.key <> ALL (ARRAY[v_quartet[1], v_quartet[4], v_kind.time_field]);
-    BEGIN
-        v_digest := outbox.jcs_sha256(v_candidate);
-    EXCEPTION WHEN SQLSTATE 'OB201' THEN
-        PERFORM outbox._ack_reject(pg_catalog.format('receipt is not canonicalizable under jcs-sha256-v1: %s', SQLERRM));
-    END;
+    -- closed receipt (R-AK-1a): every member is common or registered for the kind, with its type
+    SELECT k INTO v_key FROM pg_catalog.jsonb_object_keys(v_rc) AS k
+     WHERE k <> ALL (v_quartet || c_body_keys || v_kind.time_field)
+       AND NOT EXISTS (SELECT 1 FROM outbox.receipt_kind_members AS m
+                        WHERE m.receipt_kind = v_kind.receipt_kind AND m.member = k)
+     ORDER BY k LIMIT 1;
+    IF FOUND THEN
+        RETURN pg_catalog.format('receipt: unknown member %s (receipts are closed: %s allows only its registered members)',
+                                 v_key, v_kind.receipt_kind);
+    END IF;
+    SELECT pg_catalog.format('receipt: %s', CASE
+               WHEN NOT v_rc ? m.member THEN pg_catalog.format('missing field %s (required for %s)', m.member, m.receipt_kind)
+               ELSE pg_catalog.format('%s must be a JSON %s', m.member, m.json_type) END)
+      INTO v_key
+      FROM outbox.receipt_kind_members AS m
+     WHERE m.receipt_kind = v_kind.receipt_kind
+       AND CASE WHEN NOT v_rc ? m.member THEN m.required
+                WHEN m.json_type = 'integer' THEN pg_catalog.jsonb_typeof(v_rc->m.member) IS DISTINCT FROM 'number'
+                                                  OR v_rc->>m.member !~ '^-?(0|[1-9][0-9]{0,15})$'
+                                                  OR pg_catalog.abs((v_rc->>m.member)::numeric) > 9007199254740991
+                ELSE pg_catalog.jsonb_typeof(v_rc->m.member) IS DISTINCT FROM m.json_type END
+     ORDER BY m.member LIMIT 1;
+    IF FOUND THEN
+        RETURN v_key;
+    END IF;
+
+    -- receipt digest (D-2): jcs-sha256-v1 of the body minus <P>Ref, <P>Digest and the time field.
+    -- Hot path: the caller's canonical candidate, proven canonical and equal to that part of the
+    -- receipt; otherwise (no candidate, or one that is not exactly that) the slow path.
+    IF p_candidate IS NOT NULL AND outbox._jcs_text_problem(p_candidate) IS NULL THEN
+        IF p_candidate::jsonb = v_rc - v_quartet[1] - v_quartet[4] - v_kind.time_field THEN
+            v_digest := outbox._sha256_hex(p_candidate);
+        END IF;
+    END IF;
+    IF v_digest IS NULL THEN
+        SELECT pg_catalog.json_object_agg(e.key, e.value) INTO v_candidate
+          FROM pg_catalog.json_each(p_receipt) AS e
+         WHERE e.key <> ALL (ARRAY[v_quartet[1], v_quartet[4], v_kind.time_field]);
+        BEGIN
+            v_digest := outbox.jcs_sha256(v_candidate);
+        EXCEPTION WHEN SQLSTATE 'OB201' THEN
+            RETURN (pg_catalog.format('receipt is not canonicalizable under jcs-sha256-v1: %s', SQLERRM));
+        END;
+    END IF;
     IF v_digest IS DISTINCT FROM v_ar->>v_quartet[4] THEN
-        PERFORM outbox._ack_reject(pg_catalog.format('receipt digest %s (recomputed, jcs-sha256-v1) differs from %s %s',
+        RETURN (pg_catalog.format('receipt digest %s (recomputed, jcs-sha256-v1) differs from %s %s',
                                                      v_digest, v_quartet[4], v_ar->>v_quartet[4]));
     END IF;
 
-    RETURN v_kind;
+    RETURN NULL;
+  EXCEPTION
+    WHEN invalid_datetime_format OR datetime_field_overflow THEN
+        RETURN pg_catalog.format('receipt.%s is not a valid time', v_kind.time_field);
+    WHEN untranslatable_character OR character_not_in_repertoire OR invalid_text_representation THEN
+        RETURN pg_catalog.format('ack or receipt is not canonicalizable under jcs-sha256-v1: %s', SQLERRM);
+  END;
 END
 $fn$;
 
-COMMENT ON FUNCTION outbox._ack_validate(outbox.outbox_deliveries, outbox.outbox_events, json, json) IS
-    'Private: validate an ActiveConsumerAck@1 and its receipt body against the frozen delivery, destination receipt kind and event; OB002 naming the field (SPEC R-AK-1, R-AK-1a, R-AK-2).';
-REVOKE ALL ON FUNCTION outbox._ack_validate(outbox.outbox_deliveries, outbox.outbox_events, json, json) FROM PUBLIC;
+COMMENT ON FUNCTION outbox._ack_problem(outbox.outbox_deliveries, outbox.outbox_events, json, json, text) IS
+    'Private: the ack rule - NULL when an ActiveConsumerAck@1 and its receipt body match the frozen delivery, destination receipt kind and event, else the OB002 detail (SPEC R-AK-1, R-AK-1a, R-AK-2, D-2).';
+REVOKE ALL ON FUNCTION outbox._ack_problem(outbox.outbox_deliveries, outbox.outbox_events, json, json, text) FROM PUBLIC;

@@ -1,0 +1,107 @@
+-- outbox.quarantine_deliveries(p_items json)
+-- RETURNS TABLE(destination text, event_id uuid, attempt_id uuid, outcome text, sqlstate text, detail text)
+-- (public, SPEC R-AK-6, R-AK-7, R-AK-9, §13)
+-- Purpose: record many non-retryable outcomes in one call and one transaction. p_items is a JSON
+--   array (at most 1000) of {destination, eventId, attemptId, leaseToken, reason, errorCode,
+--   errorRef?}: reason a non-retryable code of outbox.error_codes, errorCode any code there,
+--   errorRef (optional, sanitized) the consumer's reference kept on the finish. One row per item
+--   in input order: outcome 'quarantined' (non_retryable finish, terminal state, quarantine row
+--   with the event digest - a state, never a deletion) or 'rejected' with sqlstate and detail:
+--   22023 (shape, reason, code), OB001 (fencing, or the delivery named twice in the batch).
+-- Set-based: lock (FOR UPDATE, destination/event order), judge, outbox._quarantine_write.
+-- Time: now = clock_timestamp() captured once per call.
+-- SQLSTATEs (whole call): 22023 when p_items is not a JSON array or has more than 1000 items.
+-- Caller: outbox_dispatcher (also through outbox.quarantine_delivery, a batch of one).
+CREATE FUNCTION outbox.quarantine_deliveries(p_items json)
+RETURNS TABLE (destination text, event_id uuid, attempt_id uuid, outcome text, sqlstate text, detail text)
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_now     timestamptz := pg_catalog.clock_timestamp();
+    v_ord     integer[];
+    v_dest    text[];
+    v_event   uuid[];
+    v_attempt uuid[];
+    v_token   uuid[];
+    v_reason  text[];
+    v_code    text[];
+    v_ref     text[];
+    v_state   text[];
+    v_detail  text[];
+BEGIN
+    SELECT pg_catalog.array_agg(b.ord ORDER BY b.ord), pg_catalog.array_agg(b.destination ORDER BY b.ord),
+           pg_catalog.array_agg(b.event_id ORDER BY b.ord), pg_catalog.array_agg(b.attempt_id ORDER BY b.ord),
+           pg_catalog.array_agg(b.lease_token ORDER BY b.ord),
+           pg_catalog.array_agg(b.item->>'reason' ORDER BY b.ord),
+           pg_catalog.array_agg(b.item->>'errorCode' ORDER BY b.ord),
+           pg_catalog.array_agg(outbox._dispatch_sanitize_ref(b.item->>'errorRef') ORDER BY b.ord),
+           pg_catalog.array_agg(CASE WHEN b.shape_problem IS NOT NULL OR c.problem IS NOT NULL THEN '22023' END ORDER BY b.ord),
+           pg_catalog.array_agg(coalesce(b.shape_problem, c.problem) ORDER BY b.ord)
+      INTO v_ord, v_dest, v_event, v_attempt, v_token, v_reason, v_code, v_ref, v_state, v_detail
+      FROM outbox._batch_items(p_items, 'quarantine_deliveries',
+                               ARRAY['destination', 'eventId', 'attemptId', 'leaseToken', 'reason', 'errorCode', 'errorRef'],
+                               ARRAY[]::text[]) AS b
+      LEFT JOIN outbox.error_codes AS rc ON rc.code = b.item->>'reason' AND NOT rc.retryable
+      LEFT JOIN outbox.error_codes AS ec ON ec.code = b.item->>'errorCode'
+     CROSS JOIN LATERAL (
+            SELECT CASE
+                WHEN b.shape_problem IS NOT NULL THEN NULL
+                WHEN pg_catalog.json_typeof(b.item->'reason') <> 'string' OR rc.code IS NULL
+                    THEN pg_catalog.format('reason %s is not a non-retryable code of outbox.error_codes', b.item->'reason')
+                WHEN pg_catalog.json_typeof(b.item->'errorCode') <> 'string' OR ec.code IS NULL
+                    THEN pg_catalog.format('error_code %s is not in outbox.error_codes', b.item->'errorCode')
+                WHEN b.item->'errorRef' IS NOT NULL AND pg_catalog.json_typeof(b.item->'errorRef') NOT IN ('string', 'null')
+                    THEN 'errorRef must be a string'
+            END AS problem
+          ) AS c;
+    IF v_ord IS NULL THEN
+        RETURN;
+    END IF;
+
+    PERFORM 1
+       FROM outbox.outbox_deliveries AS d
+      WHERE (d.destination, d.event_id) IN (SELECT u.dest, u.ev FROM unnest(v_dest, v_event) AS u(dest, ev))
+      ORDER BY d.destination, d.event_id
+        FOR UPDATE OF d;
+
+    SELECT pg_catalog.array_agg(j.state ORDER BY j.ord), pg_catalog.array_agg(j.detail ORDER BY j.ord)
+      INTO v_state, v_detail
+      FROM (SELECT u.ord,
+                   CASE WHEN u.state IS NOT NULL THEN u.state WHEN f.problem IS NOT NULL THEN 'OB001' END AS state,
+                   coalesce(u.detail, f.problem) AS detail
+              FROM (SELECT x.*, pg_catalog.row_number() OVER (PARTITION BY x.dest, x.ev ORDER BY x.ord) AS rn
+                      FROM unnest(v_ord, v_dest, v_event, v_attempt, v_token, v_state, v_detail)
+                           AS x(ord, dest, ev, att, tok, state, detail)) AS u
+              LEFT JOIN outbox.outbox_deliveries AS d ON d.destination = u.dest AND d.event_id = u.ev
+             CROSS JOIN LATERAL (
+                    SELECT CASE WHEN u.state IS NOT NULL THEN NULL
+                                WHEN u.rn > 1
+                                THEN pg_catalog.format('delivery %s/%s appears more than once in this batch', u.dest, u.ev)
+                                ELSE outbox._fence_problem(d, u.dest, u.ev, u.att, u.tok, v_now) END AS problem
+                  ) AS f
+           ) AS j;
+
+    PERFORM outbox._quarantine_write(pg_catalog.array_agg(u.dest), pg_catalog.array_agg(u.ev), pg_catalog.array_agg(u.att),
+                                     'non_retryable', pg_catalog.array_agg(u.reason),
+                                     pg_catalog.array_agg(u.code), pg_catalog.array_agg(u.ref), v_now)
+       FROM unnest(v_dest, v_event, v_attempt, v_reason, v_code, v_ref, v_state)
+            AS u(dest, ev, att, reason, code, ref, state)
+      WHERE u.state IS NULL
+     HAVING pg_catalog.count(*) > 0;
+
+    RETURN QUERY
+    SELECT u.dest, u.ev, u.att, CASE WHEN u.state IS NULL THEN 'quarantined' ELSE 'rejected' END, u.state, u.detail
+      FROM unnest(v_ord, v_dest, v_event, v_attempt, v_state, v_detail)
+           AS u(ord, dest, ev, att, state, detail)
+     ORDER BY u.ord;
+END
+$fn$;
+
+COMMENT ON FUNCTION outbox.quarantine_deliveries(json) IS
+    'Record many non-retryable outcomes in one transaction, each fenced like quarantine_delivery; one row per item in input order: quarantined | rejected (sqlstate, detail). SPEC R-AK-6, R-AK-9.';
+REVOKE ALL ON FUNCTION outbox.quarantine_deliveries(json) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION outbox.quarantine_deliveries(json) TO outbox_dispatcher;

@@ -1,0 +1,146 @@
+-- outbox.retry_deliveries(p_items json)
+-- RETURNS TABLE(destination text, event_id uuid, attempt_id uuid, outcome text, sqlstate text, detail text)
+-- (public, SPEC R-AK-5, R-AK-7, R-AK-9, §13)
+-- Purpose: record many retryable outcomes in one call and one transaction. p_items is a JSON
+--   array (at most 1000) of {destination, eventId, attemptId, leaseToken, errorCode, errorRef?}.
+--   One row per item in input order: outcome 'pending' (retryable finish appended, back to
+--   pending at now + backoff(policy, attempt_count)), 'quarantined' (the policy's max attempts
+--   reached: quarantined as retry_exhausted - never silent success) or 'rejected' with sqlstate
+--   and detail: 22023 (item shape, unknown or non-retryable error code), OB001 (fencing, or the
+--   delivery named twice in the batch). A rejected item changes nothing and never stops the others.
+--   errorCode awaiting_revision never exhausts (R-AK-5, seed 000: a gap is quarantined only on
+--   evidence, never by a count): it keeps backing off (the backoff saturates at the policy's cap).
+--   errorRef is sanitized (control characters and runs of blanks collapsed, at most 200 characters).
+-- Set-based: lock (FOR UPDATE, destination/event order), judge, then one statement for the
+--   pending ones and one (outbox._quarantine_write) for the exhausted ones.
+-- Time: now = clock_timestamp() captured once per call.
+-- SQLSTATEs (whole call): 22023 when p_items is not a JSON array or has more than 1000 items.
+-- Caller: outbox_dispatcher (also through outbox.retry_delivery, a batch of one).
+CREATE FUNCTION outbox.retry_deliveries(p_items json)
+RETURNS TABLE (destination text, event_id uuid, attempt_id uuid, outcome text, sqlstate text, detail text)
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_now     timestamptz := pg_catalog.clock_timestamp();
+    v_ord     integer[];
+    v_dest    text[];
+    v_event   uuid[];
+    v_attempt uuid[];
+    v_token   uuid[];
+    v_code    text[];
+    v_ref     text[];
+    v_state   text[];
+    v_detail  text[];
+    v_outcome text[];
+BEGIN
+    SELECT pg_catalog.array_agg(b.ord ORDER BY b.ord), pg_catalog.array_agg(b.destination ORDER BY b.ord),
+           pg_catalog.array_agg(b.event_id ORDER BY b.ord), pg_catalog.array_agg(b.attempt_id ORDER BY b.ord),
+           pg_catalog.array_agg(b.lease_token ORDER BY b.ord),
+           pg_catalog.array_agg(b.item->>'errorCode' ORDER BY b.ord),
+           pg_catalog.array_agg(outbox._dispatch_sanitize_ref(b.item->>'errorRef') ORDER BY b.ord),
+           pg_catalog.array_agg(CASE WHEN b.shape_problem IS NOT NULL OR c.problem IS NOT NULL THEN '22023' END ORDER BY b.ord),
+           pg_catalog.array_agg(coalesce(b.shape_problem, c.problem) ORDER BY b.ord)
+      INTO v_ord, v_dest, v_event, v_attempt, v_token, v_code, v_ref, v_state, v_detail
+      FROM outbox._batch_items(p_items, 'retry_deliveries',
+                               ARRAY['destination', 'eventId', 'attemptId', 'leaseToken', 'errorCode', 'errorRef'],
+                               ARRAY[]::text[]) AS b
+      LEFT JOIN outbox.error_codes AS ec ON ec.code = b.item->>'errorCode'
+     CROSS JOIN LATERAL (
+            SELECT CASE
+                WHEN b.shape_problem IS NOT NULL THEN NULL
+                WHEN pg_catalog.json_typeof(b.item->'errorCode') <> 'string' OR ec.code IS NULL
+                    THEN pg_catalog.format('error_code %s is not in outbox.error_codes', b.item->'errorCode')
+                WHEN NOT ec.retryable
+                    THEN pg_catalog.format('error_code %s is non-retryable: use quarantine_delivery', ec.code)
+                WHEN b.item->'errorRef' IS NOT NULL AND pg_catalog.json_typeof(b.item->'errorRef') NOT IN ('string', 'null')
+                    THEN 'errorRef must be a string'
+            END AS problem
+          ) AS c;
+    IF v_ord IS NULL THEN
+        RETURN;
+    END IF;
+
+    PERFORM 1
+       FROM outbox.outbox_deliveries AS d
+      WHERE (d.destination, d.event_id) IN (SELECT u.dest, u.ev FROM unnest(v_dest, v_event) AS u(dest, ev))
+      ORDER BY d.destination, d.event_id
+        FOR UPDATE OF d;
+    -- a destination without a policy row gets its default one (register_destination inserts it)
+    PERFORM outbox._ensure_retry_policy(x.dest)
+       FROM (SELECT DISTINCT d.destination AS dest
+               FROM unnest(v_dest, v_event) AS u(dest, ev)
+               JOIN outbox.outbox_deliveries AS d ON d.destination = u.dest AND d.event_id = u.ev) AS x
+      WHERE NOT EXISTS (SELECT 1 FROM outbox.outbox_retry_policies AS rp WHERE rp.destination = x.dest);
+
+    -- judge: fencing, then exhaustion by the policy
+    SELECT pg_catalog.array_agg(j.state ORDER BY j.ord), pg_catalog.array_agg(j.detail ORDER BY j.ord),
+           pg_catalog.array_agg(j.outcome ORDER BY j.ord)
+      INTO v_state, v_detail, v_outcome
+      FROM (SELECT u.ord,
+                   CASE WHEN u.state IS NOT NULL THEN u.state WHEN f.problem IS NOT NULL THEN 'OB001' END AS state,
+                   coalesce(u.detail, f.problem) AS detail,
+                   CASE WHEN u.state IS NOT NULL OR f.problem IS NOT NULL THEN 'rejected'
+                        WHEN d.attempt_count >= rp.max_attempts AND u.code <> 'awaiting_revision' THEN 'quarantined'
+                        ELSE 'pending' END AS outcome
+              FROM (SELECT x.*, pg_catalog.row_number() OVER (PARTITION BY x.dest, x.ev ORDER BY x.ord) AS rn
+                      FROM unnest(v_ord, v_dest, v_event, v_attempt, v_token, v_code, v_state, v_detail)
+                           AS x(ord, dest, ev, att, tok, code, state, detail)) AS u
+              LEFT JOIN outbox.outbox_deliveries AS d ON d.destination = u.dest AND d.event_id = u.ev
+              LEFT JOIN outbox.outbox_retry_policies AS rp ON rp.destination = u.dest
+             CROSS JOIN LATERAL (
+                    SELECT CASE WHEN u.state IS NOT NULL THEN NULL
+                                WHEN u.rn > 1
+                                THEN pg_catalog.format('delivery %s/%s appears more than once in this batch', u.dest, u.ev)
+                                ELSE outbox._fence_problem(d, u.dest, u.ev, u.att, u.tok, v_now) END AS problem
+                  ) AS f
+           ) AS j;
+
+    -- pending: retryable finish, back to pending after the backoff
+    WITH ok AS (
+        SELECT u.dest, u.ev, u.att, u.tok, u.code, u.ref
+          FROM unnest(v_dest, v_event, v_attempt, v_token, v_code, v_ref, v_outcome)
+               AS u(dest, ev, att, tok, code, ref, outcome)
+         WHERE u.outcome = 'pending'
+    ), finished AS (
+        INSERT INTO outbox.outbox_delivery_attempt_finishes
+               (attempt_id, finished_at, outcome, retry_disposition, normalized_error_code, sanitized_error_ref)
+        SELECT ok.att, v_now, 'retryable', 'retry_scheduled', ok.code, ok.ref FROM ok
+        RETURNING attempt_id
+    )
+    UPDATE outbox.outbox_deliveries AS d
+       SET status           = 'pending',
+           available_at     = v_now + outbox._backoff_delay(rp, d.attempt_count),
+           lease_owner      = NULL,
+           lease_token      = NULL,
+           lease_expires_at = NULL,
+           last_error_code  = ok.code,
+           last_error_ref   = ok.ref
+      FROM ok
+      JOIN outbox.outbox_retry_policies AS rp ON rp.destination = ok.dest
+     WHERE d.destination = ok.dest AND d.event_id = ok.ev
+       AND d.status = 'leased' AND d.current_attempt_id = ok.att AND d.lease_token = ok.tok;
+
+    -- exhausted: quarantined as retry_exhausted (the finish keeps the consumer's code and ref)
+    PERFORM outbox._quarantine_write(pg_catalog.array_agg(u.dest), pg_catalog.array_agg(u.ev), pg_catalog.array_agg(u.att),
+                                     'retryable', pg_catalog.array_agg('retry_exhausted'::text),
+                                     pg_catalog.array_agg(u.code), pg_catalog.array_agg(u.ref), v_now)
+       FROM unnest(v_dest, v_event, v_attempt, v_code, v_ref, v_outcome) AS u(dest, ev, att, code, ref, outcome)
+      WHERE u.outcome = 'quarantined'
+     HAVING pg_catalog.count(*) > 0;
+
+    RETURN QUERY
+    SELECT u.dest, u.ev, u.att, u.outcome, u.state, u.detail
+      FROM unnest(v_ord, v_dest, v_event, v_attempt, v_outcome, v_state, v_detail)
+           AS u(ord, dest, ev, att, outcome, state, detail)
+     ORDER BY u.ord;
+END
+$fn$;
+
+COMMENT ON FUNCTION outbox.retry_deliveries(json) IS
+    'Record many retryable outcomes in one transaction, each fenced like retry_delivery; one row per item in input order: pending | quarantined (retry_exhausted) | rejected (sqlstate, detail). awaiting_revision never exhausts. SPEC R-AK-5, R-AK-9.';
+REVOKE ALL ON FUNCTION outbox.retry_deliveries(json) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION outbox.retry_deliveries(json) TO outbox_dispatcher;
