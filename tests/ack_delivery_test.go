@@ -142,8 +142,8 @@ func TestAckDeliveryRejectsMismatches(t *testing.T) {
 			func(d *receiptDoc) { d.Receipt["projectionOutcome"] = "applied twice" }), "receipt digest"},
 		"receipt body whose digest differs (non-projection)": {met, sealed(func(d *receiptDoc) { d.Receipt["consumerOutcome"] = "eligibility" },
 			func(d *receiptDoc) { d.Receipt["consumerOutcome"] = "provider_cost" }), "receipt digest"},
-		"unknown receipt member (closed, R-AK-1a)": {ops, sealed(func(d *receiptDoc) { d.Receipt["note"] = "applied" }, nil), "unknown member note"},
-		"kind member of the wrong type (R-AK-1a)":  {met, sealed(func(d *receiptDoc) { d.Receipt["consumerOutcome"] = 7 }, nil), "consumerOutcome must be a JSON string"},
+		"unknown receipt member (closed, R-AK-1a)":      {ops, sealed(func(d *receiptDoc) { d.Receipt["note"] = "applied" }, nil), "unknown member note"},
+		"kind member of the wrong type (R-AK-1a)":       {met, sealed(func(d *receiptDoc) { d.Receipt["consumerOutcome"] = 7 }, nil), "consumerOutcome must be a JSON string"},
 		"receipt digest field differs from quartet":     {ops, sealed(nil, func(d *receiptDoc) { d.Receipt[op+"Digest"] = dxOtherSHA }), op + "Digest"},
 		"receipt ref differs from quartet":              {ops, sealed(nil, func(d *receiptDoc) { d.Receipt[op+"Ref"] = "rcpt-other" }), op + "Ref"},
 		"receipt body names another consumer":           {ops, sealed(nil, func(d *receiptDoc) { d.Receipt["consumerName"] = "someone_else" }), "consumerName"},
@@ -153,15 +153,15 @@ func TestAckDeliveryRejectsMismatches(t *testing.T) {
 			d.Receipt["projectionName"] = "operations_timeline_v2"
 			d.Receipt["projectionVersion"] = 2
 		}, nil), "frozen projection target"},
-		"projection fields missing":    {ops, sealed(func(d *receiptDoc) { delete(d.Receipt, "projectionName"); delete(d.Receipt, "projectionVersion") }, nil), "projectionName"},
-		"event type differs":           {ops, sealed(func(d *receiptDoc) { d.Receipt["eventType"] = "wallet.reserved@2.0" }, nil), "eventType"},
-		"event schema differs":         {ops, sealed(func(d *receiptDoc) { d.Receipt["eventSchemaVersion"] = "2.1" }, nil), "eventSchemaVersion"},
-		"time not 6 fractional digits": {ops, sealed(nil, func(d *receiptDoc) { d.Receipt["appliedAt"] = "2026-01-02T03:04:05Z" }), "appliedAt"},
-		"time missing":                 {met, sealed(nil, func(d *receiptDoc) { delete(d.Receipt, "committedAt") }), "committedAt"},
-		"receipt not canonicalizable":  {ops, sealed(nil, func(d *receiptDoc) { d.Receipt["projectionOutcome"] = "a\u0000b" }), "canonicalizable"},
+		"projection fields missing":     {ops, sealed(func(d *receiptDoc) { delete(d.Receipt, "projectionName"); delete(d.Receipt, "projectionVersion") }, nil), "projectionName"},
+		"event type differs":            {ops, sealed(func(d *receiptDoc) { d.Receipt["eventType"] = "wallet.reserved@2.0" }, nil), "eventType"},
+		"event schema differs":          {ops, sealed(func(d *receiptDoc) { d.Receipt["eventSchemaVersion"] = "2.1" }, nil), "eventSchemaVersion"},
+		"time not 6 fractional digits":  {ops, sealed(nil, func(d *receiptDoc) { d.Receipt["appliedAt"] = "2026-01-02T03:04:05Z" }), "appliedAt"},
+		"time missing":                  {met, sealed(nil, func(d *receiptDoc) { delete(d.Receipt, "committedAt") }), "committedAt"},
+		"receipt not canonicalizable":   {ops, sealed(nil, func(d *receiptDoc) { d.Receipt["projectionOutcome"] = "a\u0000b" }), "canonicalizable"},
 		"integer member not an integer": {ops, sealed(nil, func(d *receiptDoc) { d.Receipt["projectionVersion"] = 1.5 }), "projectionVersion"},
-		"ack not an object":            {ops, raw(`[]`, ""), "JSON object"},
-		"receipt not an object":        {ops, raw("", `null`), "receipt must be a JSON object"},
+		"ack not an object":             {ops, raw(`[]`, ""), "JSON object"},
+		"receipt not an object":         {ops, raw("", `null`), "receipt must be a JSON object"},
 		"duplicate key in ack": {ops, func(t *testing.T, c pgcall.ClaimedDelivery) (json.RawMessage, json.RawMessage) {
 			a, r := validAck(t, c)
 			return json.RawMessage(`{"consumerName":"operations_projector",` + string(a[1:])), r
