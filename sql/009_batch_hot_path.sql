@@ -75,6 +75,38 @@ DROP FUNCTION outbox.append_event(json, text, text);
 -- outbox.verify_ack_digests can re-canonicalize what the hot path trusted.
 ALTER TABLE outbox.outbox_delivery_attempt_finishes ADD COLUMN receipt json;
 
+-- Write amplification (P-4): one partial index over non-terminal rows serves both the
+-- per_aggregate ordering check (R-CL-7) and the stats scrape (R-DP-4), instead of two, so a
+-- claim or a retry inserts one index entry less.
+DROP INDEX outbox.outbox_deliveries_stats_nonterminal;
+DROP INDEX outbox.outbox_deliveries_open_by_aggregate;
+CREATE INDEX outbox_deliveries_open
+    ON outbox.outbox_deliveries (destination, aggregate_id, aggregate_revision)
+    INCLUDE (status, created_at, last_error_code)
+    WHERE status IN ('pending', 'leased');
+-- R-AK-5: delivery_stats also reports the oldest open revision gap per destination.
+DROP FUNCTION outbox.delivery_stats();
+{{ template "functions/delivery_stats.sql" . }}
+
+CREATE OR REPLACE VIEW outbox.delivery_status AS
+SELECT dd.destination,
+       dd.consumer_name,
+       count(d.event_id) FILTER (WHERE d.status = 'pending')      AS pending,
+       count(d.event_id) FILTER (WHERE d.status = 'leased')       AS leased,
+       count(d.event_id) FILTER (WHERE d.status = 'acknowledged') AS acknowledged,
+       count(d.event_id) FILTER (WHERE d.status = 'quarantined')  AS quarantined,
+       min(d.created_at) FILTER (WHERE d.status IN ('pending', 'leased')) AS oldest_pending_at,
+       COALESCE(GREATEST(EXTRACT(EPOCH FROM (now() - min(d.created_at) FILTER (WHERE d.status IN ('pending', 'leased')))), 0), 0)::double precision
+           AS oldest_pending_age_seconds,
+       COALESCE(GREATEST(EXTRACT(EPOCH FROM (now() - min(d.created_at) FILTER (
+                    WHERE d.status IN ('pending', 'leased') AND d.last_error_code = 'awaiting_revision'))), 0), 0)::double precision
+           AS oldest_gap_age_seconds
+FROM outbox.delivery_destinations dd
+LEFT JOIN outbox.outbox_deliveries d ON d.destination = dd.destination
+GROUP BY dd.destination, dd.consumer_name;
+COMMENT ON VIEW outbox.delivery_status IS
+    'Per-destination pending/leased/acknowledged/quarantined counts, oldest undelivered age and oldest open revision gap age (R-AK-5) (operator read, outboxctl status). Read-only.';
+
 -- R-AK-9: batch outcome functions; the one-row functions become batches of one (one rule each).
 DROP FUNCTION IF EXISTS outbox.ack_delivery(text, uuid, uuid, uuid, json, json);
 DROP FUNCTION IF EXISTS outbox.ack_delivery(text, uuid, uuid, uuid, json, json, text);

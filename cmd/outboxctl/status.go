@@ -68,14 +68,18 @@ func runStatus(ctx context.Context, dsn string, args []string, out io.Writer) er
 
 func printStatusText(out io.Writer, rows []pgcall.DestinationStatus, q []pgcall.QuarantinedDelivery, limit int) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DESTINATION\tCONSUMER\tPENDING\tLEASED\tACKNOWLEDGED\tQUARANTINED\tOLDEST PENDING AGE")
+	fmt.Fprintln(tw, "DESTINATION\tCONSUMER\tPENDING\tLEASED\tACKNOWLEDGED\tQUARANTINED\tOLDEST PENDING AGE\tOLDEST GAP AGE")
 	for _, r := range rows {
 		age := "-"
 		if r.OldestPendingAt != nil {
 			age = r.OldestPendingAge.Round(time.Second).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", r.Destination, r.ConsumerName, r.Pending, r.Leased,
-			r.Acknowledged, r.Quarantined, age)
+		gap := "-"
+		if r.OldestGapAge > 0 {
+			gap = r.OldestGapAge.Round(time.Second).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", r.Destination, r.ConsumerName, r.Pending, r.Leased,
+			r.Acknowledged, r.Quarantined, age, gap)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

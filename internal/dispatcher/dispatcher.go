@@ -701,7 +701,7 @@ func (d *Dispatcher) RefreshStats(ctx context.Context) {
 	}
 	out := make([]metrics.DestinationStats, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, metrics.DestinationStats{Destination: r.Destination, Pending: r.Pending, Leased: r.Leased, OldestPendingAge: r.OldestPendingAge})
+		out = append(out, metrics.DestinationStats{Destination: r.Destination, Pending: r.Pending, Leased: r.Leased, OldestPendingAge: r.OldestPendingAge, OldestGapAge: r.OldestGapAge})
 	}
 	d.m.SetStats(d.dests, out)
 	d.m.StatsUp.Set(1)

@@ -37,6 +37,7 @@ type Metrics struct {
 	Pending           *prometheus.GaugeVec // destination
 	Leased            *prometheus.GaugeVec // destination
 	OldestPendingAge  *prometheus.GaugeVec // destination, seconds
+	OldestGapAge      *prometheus.GaugeVec // destination, seconds (R-AK-5)
 	StatsUp           prometheus.Gauge     // 1 when the last delivery_stats read succeeded
 	BuildInfo         *prometheus.GaugeVec
 }
@@ -86,6 +87,8 @@ func New() *Metrics {
 			Help: "Deliveries in status leased (outbox.delivery_stats)."}, []string{"destination"}),
 		OldestPendingAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "oldest_pending_age_seconds",
 			Help: "Age of the oldest pending delivery, 0 when none (outbox.delivery_stats)."}, []string{"destination"}),
+		OldestGapAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "oldest_gap_age_seconds",
+			Help: "Age of the oldest delivery waiting for an earlier aggregate revision (awaiting_revision never exhausts, R-AK-5), 0 when none."}, []string{"destination"}),
 		StatsUp: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "delivery_stats_up",
 			Help: "1 when the last outbox.delivery_stats read succeeded."}),
 		BuildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: "dispatcher", Name: "build_info",
@@ -93,7 +96,7 @@ func New() *Metrics {
 	}
 	m.Registry.MustRegister(m.Claims, m.Acks, m.Retries, m.Quarantines, m.FencingRejections, m.LeaseExpiries,
 		m.TransportErrors, m.DatabaseErrors, m.DeliveryLatency, m.InFlight, m.Pending, m.Leased,
-		m.OldestPendingAge, m.StatsUp, m.BuildInfo,
+		m.OldestPendingAge, m.OldestGapAge, m.StatsUp, m.BuildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.BuildInfo.WithLabelValues(version(), runtime.Version()).Set(1)
 	return m
@@ -105,6 +108,7 @@ type DestinationStats struct {
 	Pending          int64
 	Leased           int64
 	OldestPendingAge time.Duration
+	OldestGapAge     time.Duration
 }
 
 // SetStats replaces the per-destination gauges with rows (destinations absent from rows read 0).
@@ -118,6 +122,7 @@ func (m *Metrics) SetStats(destinations []string, rows []DestinationStats) {
 		m.Pending.WithLabelValues(d).Set(float64(r.Pending))
 		m.Leased.WithLabelValues(d).Set(float64(r.Leased))
 		m.OldestPendingAge.WithLabelValues(d).Set(r.OldestPendingAge.Seconds())
+		m.OldestGapAge.WithLabelValues(d).Set(r.OldestGapAge.Seconds())
 	}
 }
 

@@ -15,10 +15,11 @@ type DestinationStats struct {
 	OldestPendingAt       *time.Time // nil when nothing is pending or leased
 	OldestPendingAge      time.Duration
 	QuarantinedUnresolved int64
+	OldestGapAge          time.Duration // oldest non-terminal delivery waiting for a revision (R-AK-5), 0 when none
 }
 
 const deliveryStatsSQL = `SELECT destination, consumer_name, receipt_kind, pending_count, leased_count,
-       oldest_pending_at, oldest_pending_age_seconds::float8, quarantined_unresolved
+       oldest_pending_at, oldest_pending_age_seconds::float8, quarantined_unresolved, oldest_gap_age_seconds::float8
 FROM outbox.delivery_stats()`
 
 // DeliveryStats calls outbox.delivery_stats: per-destination backlog figures read from
@@ -32,12 +33,13 @@ func DeliveryStats(ctx context.Context, db DBTX) ([]DestinationStats, error) {
 	var out []DestinationStats
 	for rows.Next() {
 		var s DestinationStats
-		var age float64
+		var age, gap float64
 		if err := rows.Scan(&s.Destination, &s.ConsumerName, &s.ReceiptKind, &s.Pending, &s.Leased,
-			&s.OldestPendingAt, &age, &s.QuarantinedUnresolved); err != nil {
+			&s.OldestPendingAt, &age, &s.QuarantinedUnresolved, &gap); err != nil {
 			return nil, interpretError("delivery stats", err)
 		}
 		s.OldestPendingAge = time.Duration(age * float64(time.Second))
+		s.OldestGapAge = time.Duration(gap * float64(time.Second))
 		out = append(out, s)
 	}
 	return out, interpretError("delivery stats", rows.Err())

@@ -15,6 +15,7 @@ type DestinationStatus struct {
 	Quarantined      int64
 	OldestPendingAt  *time.Time
 	OldestPendingAge time.Duration
+	OldestGapAge     time.Duration // oldest delivery waiting for an earlier revision (R-AK-5), 0 when none
 }
 
 // QuarantinedDelivery is one row of the outbox.quarantined_deliveries view.
@@ -32,7 +33,7 @@ type QuarantinedDelivery struct {
 }
 
 const deliveryStatusSQL = `SELECT destination, consumer_name, pending, leased, acknowledged, quarantined,
-       oldest_pending_at, oldest_pending_age_seconds::float8
+       oldest_pending_at, oldest_pending_age_seconds::float8, oldest_gap_age_seconds::float8
 FROM outbox.delivery_status ORDER BY destination`
 
 // DeliveryStatus reads the outbox.delivery_status view. Caller role: outbox_auditor.
@@ -45,12 +46,13 @@ func DeliveryStatus(ctx context.Context, db DBTX) ([]DestinationStatus, error) {
 	var out []DestinationStatus
 	for rows.Next() {
 		var s DestinationStatus
-		var age float64
+		var age, gap float64
 		if err := rows.Scan(&s.Destination, &s.ConsumerName, &s.Pending, &s.Leased, &s.Acknowledged,
-			&s.Quarantined, &s.OldestPendingAt, &age); err != nil {
+			&s.Quarantined, &s.OldestPendingAt, &age, &gap); err != nil {
 			return nil, interpretError("delivery status", err)
 		}
 		s.OldestPendingAge = time.Duration(age * float64(time.Second))
+		s.OldestGapAge = time.Duration(gap * float64(time.Second))
 		out = append(out, s)
 	}
 	return out, interpretError("delivery status", rows.Err())

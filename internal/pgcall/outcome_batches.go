@@ -61,7 +61,9 @@ type fenceJSON struct {
 	LeaseToken  string `json:"leaseToken"`
 }
 
-func fenceOf(f Fence) fenceJSON { return fenceJSON{f.Destination, f.EventID, f.AttemptID, f.LeaseToken} }
+func fenceOf(f Fence) fenceJSON {
+	return fenceJSON{f.Destination, f.EventID, f.AttemptID, f.LeaseToken}
+}
 
 const ackDeliveriesSQL = `SELECT destination, event_id::text, attempt_id::text, outcome, coalesce(sqlstate, ''), coalesce(detail, '')
 FROM outbox.ack_deliveries($1::json)`

@@ -26,7 +26,7 @@
 --   are never in the index. No cursor or high-water mark is read or written.
 --   Per-aggregate ordering (R-CL-7): for a destination with ordering = 'per_aggregate' a
 --   delivery is skipped while a delivery of the same destination and aggregate_id with a smaller
---   aggregate_revision is pending or leased (index outbox_deliveries_open_by_aggregate). For
+--   aggregate_revision is pending or leased (index outbox_deliveries_open). For
 --   ordering = 'none' (default) that check is not evaluated.
 --   event_envelope_canonical is the canonical envelope text append_event verified or computed
 --   (D-2): a caller checks sha256(text) = event_envelope_sha256 and sends those bytes, without

@@ -1,10 +1,13 @@
 -- outbox.delivery_stats() RETURNS TABLE (...)  (public, SPEC R-DP-4)
 -- Purpose: cheap per-destination backlog figures for the dispatcher's metrics and readiness:
 --   pending and leased counts, the oldest non-terminal delivery (pending or leased, i.e. not yet
---   delivered) and its age, and unresolved quarantines. One row per registered destination,
+--   delivered) and its age, unresolved quarantines, and the oldest open revision gap: the age
+--   of the oldest non-terminal delivery whose last outcome was awaiting_revision (R-AK-5: such
+--   a delivery never exhausts, so its wait must stay visible). One row per registered destination,
 --   zeros when it has no work.
 -- Cost: reads only non-terminal rows through the partial index
---   outbox_deliveries_stats_nonterminal (status IN ('pending','leased')), so a scrape costs
+--   outbox_deliveries_open (status IN ('pending','leased'), with status, created_at and
+--   last_error_code included), so a scrape costs
 --   O(backlog), never O(history); acknowledged totals are deliberately not computed here (use the
 --   outbox.delivery_status view, an operator read). Unresolved quarantines are counted from
 --   outbox_quarantine, which stays small by design (every row is an open case).
@@ -21,7 +24,8 @@ RETURNS TABLE (
     leased_count               bigint,
     oldest_pending_at          timestamptz,
     oldest_pending_age_seconds double precision,
-    quarantined_unresolved     bigint
+    quarantined_unresolved     bigint,
+    oldest_gap_age_seconds     double precision
 )
 LANGUAGE plpgsql
 STABLE
@@ -34,7 +38,8 @@ BEGIN
         SELECT d.destination AS v_destination,
                count(*) FILTER (WHERE d.status = 'pending') AS v_pending,
                count(*) FILTER (WHERE d.status = 'leased')  AS v_leased,
-               min(d.created_at)                            AS v_oldest
+               min(d.created_at)                            AS v_oldest,
+               min(d.created_at) FILTER (WHERE d.last_error_code = 'awaiting_revision') AS v_oldest_gap
         FROM outbox.outbox_deliveries d
         WHERE d.status IN ('pending', 'leased')
         GROUP BY d.destination
@@ -51,7 +56,8 @@ BEGIN
            COALESCE(w.v_leased, 0)::bigint,
            w.v_oldest,
            COALESCE(GREATEST(EXTRACT(EPOCH FROM (now() - w.v_oldest)), 0), 0)::double precision,
-           COALESCE(qq.v_open, 0)::bigint
+           COALESCE(qq.v_open, 0)::bigint,
+           COALESCE(GREATEST(EXTRACT(EPOCH FROM (now() - w.v_oldest_gap)), 0), 0)::double precision
     FROM outbox.delivery_destinations dd
     LEFT JOIN v_work w ON w.v_destination = dd.destination
     LEFT JOIN v_quarantine qq ON qq.v_destination = dd.destination
