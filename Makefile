@@ -17,7 +17,7 @@ export DATABASE_URL PGOUTBOX_URL PGOUTBOX_LOCAL_CLUSTER
 
 GO_TEST_FLAGS ?= -count=1 -timeout 40m
 
-.PHONY: all build db-up db-down db-destroy db-reset db-url migrate test test-go check-sql-api fuzz bench demo soak schema clean
+.PHONY: all build db-up db-down db-destroy db-reset db-url migrate test test-go check-sql-api fuzz bench bench-river demo soak schema clean
 
 all: build
 
@@ -55,7 +55,7 @@ migrate: db-up
 ## test: everything, against real PostgreSQL
 test: db-up build
 	go vet ./...
-	go vet -tags bench ./bench/
+	go vet -tags bench ./bench/...
 	go test $(GO_TEST_FLAGS) ./...
 	go test $(GO_TEST_FLAGS) -tags pgrestart -run TestPostgresRestart ./tests/
 	$(MAKE) --no-print-directory fuzz FUZZTIME=10s
@@ -72,11 +72,26 @@ check-sql-api: db-up
 	@if [ -x ../shared/tools/check-sql-api ]; then ../shared/tools/check-sql-api "$(PGOUTBOX_URL)"; \
 	else echo "check-sql-api: ../shared/tools/check-sql-api not present, skipped"; fi
 
-## bench: benchmarks against the local cluster (fsync on); never part of make test
+## bench: benchmarks against the local cluster (fsync on); never part of make test. First the
+## side by side with River (SPEC §12a P-1, P-2: River and pgoutbox alternating, same cluster,
+## same run), then the Go benchmarks of bench/; both go into docs/performance.md.
 BENCHTIME ?= 2000x
+## BENCH_RIVER_N jobs = events per side-by-side run, BENCH_RIVER_ROUNDS rounds of the four runs,
+## BENCH_RIVER_PAYLOAD bytes of payload (River's job args and the event payload).
+BENCH_RIVER_N ?= 20000
+BENCH_RIVER_ROUNDS ?= 2
+BENCH_RIVER_PAYLOAD ?= 400
+export BENCH_RIVER_N BENCH_RIVER_ROUNDS BENCH_RIVER_PAYLOAD
 bench: db-up
+	scripts/bench-river.sh bench-river.out
 	go test -tags bench -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 60m ./bench/ | tee bench.out
-	go run ./cmd/benchreport -in bench.out -out docs/performance.md -db "$(DATABASE_URL)"
+	go run ./cmd/benchreport -in bench.out -river bench-river.out -out docs/performance.md -db "$(DATABASE_URL)"
+
+## bench-river: only the side by side with River; replaces just that section of docs/performance.md
+## (quick iteration: make bench-river BENCH_RIVER_N=5000 BENCH_RIVER_ROUNDS=1)
+bench-river: db-up
+	scripts/bench-river.sh bench-river.out
+	go run ./cmd/benchreport -in "" -river bench-river.out -out docs/performance.md -db "$(DATABASE_URL)"
 
 ## demo: the whole system on the local cluster; stops by itself
 demo: db-up

@@ -1,0 +1,470 @@
+//go:build bench
+
+// Command outboxbench is the pgoutbox side of the side-by-side comparison with River of SPEC
+// §12a P-1 and P-2 (River's side: bench/river, a module of its own). `make bench-river` runs
+// both, alternating, on the same cluster in the same run; see scripts/bench-river.sh.
+//
+// It drives the kernel through its public SQL API the way River's own benchmark drives River,
+// with what a dispatcher would do in Go and nothing else: no transport, no consumer database.
+//
+//	p1: a backlog of n events (one destination, metering_input_processor) is appended first
+//	    through the producer library as outbox_producer, in transactions of -tx events (not
+//	    timed); then -workers goroutines, each on its own connection as outbox_dispatcher, loop
+//	    claim_deliveries(batch -batch) → build the receipt and its ActiveConsumerAck@1 in Go
+//	    with the receipt package → ackBatch, until every event is published.
+//	p2: the same workers start together with -producers goroutines that append the n events in
+//	    transactions of -tx; the run ends when all n are published.
+//
+// The rate is taken from the start of dispatch (p1) or of the run (p2) to the last ack. The
+// payload is a JSON object of exactly -payload bytes (400 to compare with River's jobs; the
+// product's usual is ~1 KiB). Every run drops and recreates its own database (default
+// pgoutbox_bench_sbs) on the cluster of -server. The result is one line on stdout:
+//
+//	RESULT pgoutbox p1 deliveries_per_sec=… events_published_per_sec=… events=… …
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oceanway/pgoutbox/internal/canon"
+	"github.com/oceanway/pgoutbox/internal/migrate"
+	"github.com/oceanway/pgoutbox/internal/pgcall"
+	"github.com/oceanway/pgoutbox/internal/release"
+	"github.com/oceanway/pgoutbox/producer"
+	"github.com/oceanway/pgoutbox/receipt"
+)
+
+// The event type whose one (mandatory) member is the destination below, in the reference release.
+const (
+	eventType   = "execution.attempt-eligibility.finalized@1"
+	eventSchema = "1"
+	destination = "metering_input_processor"
+	receiptKind = receipt.MeteringInputProcessor
+)
+
+type options struct {
+	server, dbName, mode string
+	n, payload           int
+	workers, batch       int
+	producers, txSize    int
+	lease, poll, timeout time.Duration
+	keep                 bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.server, "server", os.Getenv("DATABASE_URL"), "superuser URL of the cluster's maintenance database")
+	flag.StringVar(&o.dbName, "db", "pgoutbox_bench_sbs", "database to (re)create and migrate")
+	flag.StringVar(&o.mode, "mode", "p1", "p1 (pre-appended backlog) or p2 (producers appending concurrently)")
+	flag.IntVar(&o.n, "n", 5000, "events (one delivery each)")
+	flag.IntVar(&o.payload, "payload", 400, "size in bytes of each event's payload object (River comparison: 400; product's usual: 1024)")
+	flag.IntVar(&o.workers, "workers", 2, "dispatcher worker connections")
+	flag.IntVar(&o.batch, "batch", 100, "claim batch size")
+	flag.IntVar(&o.producers, "producers", 2, "producer connections (p2; also used to append the p1 backlog)")
+	flag.IntVar(&o.txSize, "tx", 100, "events per producer transaction")
+	flag.DurationVar(&o.lease, "lease", time.Minute, "claim lease")
+	flag.DurationVar(&o.poll, "poll", 20*time.Millisecond, "wait after an empty claim while producers run (River's FetchPollInterval in its benchmark)")
+	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up after this long")
+	flag.BoolVar(&o.keep, "keep", false, "keep the database afterwards")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	line, err := run(ctx, o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "outboxbench:", err)
+		os.Exit(1)
+	}
+	fmt.Println(line)
+}
+
+// payload returns a JSON object of exactly size bytes (when size allows), the same shape as
+// River's job args in bench/river.
+func payload(num, size int) json.RawMessage {
+	overhead := len(`{"num":` + strconv.Itoa(num) + `,"pad":""}`)
+	return json.RawMessage(`{"num":` + strconv.Itoa(num) + `,"pad":"` + strings.Repeat("x", max(0, size-overhead)) + `"}`)
+}
+
+func event(i, size int) producer.Event {
+	s := strconv.Itoa(i)
+	return producer.Event{
+		EventType: eventType, EventSchemaVersion: eventSchema,
+		AggregateID: "sbs-" + s, AggregateRevision: 1,
+		Tenant:        producer.Tenant{TenantKind: "organization", TenantID: "tenant-1", WorkspaceID: "workspace-1"},
+		CorrelationID: "corr-" + s, OperationID: "op-" + s, CausationID: "cause-" + s,
+		Payload: payload(i, size),
+	}
+}
+
+func connect(ctx context.Context, dsn, role string) (*pgx.Conn, error) {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, "SET ROLE "+pgx.Identifier{role}.Sanitize()); err != nil {
+		conn.Close(ctx)
+		return nil, err
+	}
+	return conn, nil
+}
+
+func run(ctx context.Context, o options) (string, error) {
+	if o.server == "" {
+		return "", errors.New("-server (or DATABASE_URL) is required")
+	}
+	if o.mode != "p1" && o.mode != "p2" {
+		return "", fmt.Errorf("unknown -mode %q (p1 or p2)", o.mode)
+	}
+	if err := selfCheck(); err != nil {
+		return "", err
+	}
+	dsn, err := migrate.FreshDatabase(ctx, o.server, o.dbName)
+	if err != nil {
+		return "", err
+	}
+	if !o.keep {
+		defer func() { _ = migrate.DropDatabase(context.Background(), o.server, o.dbName) }()
+	}
+	admin, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return "", err
+	}
+	defer admin.Close(context.Background())
+	if err := activateReference(ctx, dsn); err != nil {
+		return "", err
+	}
+
+	prods := make([]*pgx.Conn, o.producers)
+	for i := range prods {
+		if prods[i], err = connect(ctx, dsn, "outbox_producer"); err != nil {
+			return "", err
+		}
+		defer prods[i].Close(context.Background())
+	}
+	disps := make([]*pgx.Conn, o.workers)
+	for i := range disps {
+		if disps[i], err = connect(ctx, dsn, "outbox_dispatcher"); err != nil {
+			return "", err
+		}
+		defer disps[i].Close(context.Background())
+	}
+
+	if o.mode == "p1" {
+		if _, err := appendAll(ctx, prods, o); err != nil {
+			return "", fmt.Errorf("backlog: %w", err)
+		}
+		for _, t := range []string{"outbox.outbox_events", "outbox.outbox_deliveries"} {
+			if _, err := admin.Exec(ctx, "VACUUM ANALYZE "+t); err != nil {
+				return "", err
+			}
+		}
+	}
+
+	var (
+		producing atomic.Bool
+		appendDur time.Duration
+		prodErr   error
+		prodDone  = make(chan struct{})
+	)
+	wctx, wcancel := context.WithCancel(ctx) // a failing worker stops producers and workers alike
+	defer wcancel()
+	start := time.Now()
+	if o.mode == "p2" {
+		producing.Store(true)
+		go func() {
+			defer close(prodDone)
+			appendDur, prodErr = appendAll(wctx, prods, o)
+			producing.Store(false)
+		}()
+	} else {
+		close(prodDone)
+	}
+
+	var (
+		acked, published atomic.Int64
+		lastAck          atomic.Int64 // unix nanoseconds of the latest ack
+		wg               sync.WaitGroup
+		errOnce          sync.Once
+		workErr          error
+	)
+	for w, conn := range disps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := work(wctx, conn, "sbs-"+strconv.Itoa(w), o, &producing, func(outs []itemOutcome) error {
+				for _, r := range outs {
+					switch r.Outcome {
+					case "complete":
+						published.Add(1)
+					case "not_complete":
+					default:
+						return fmt.Errorf("ack %s/%s: %s %s %s", r.Destination, r.EventID, r.Outcome, r.SQLState, r.Detail)
+					}
+				}
+				acked.Add(int64(len(outs)))
+				lastAck.Store(time.Now().UnixNano())
+				return nil
+			})
+			if err != nil {
+				errOnce.Do(func() { workErr = err; wcancel() })
+			}
+		}()
+	}
+	<-prodDone
+	if prodErr != nil {
+		wcancel()
+	}
+	wg.Wait()
+	switch {
+	case prodErr != nil && !errors.Is(prodErr, context.Canceled):
+		return "", fmt.Errorf("producers: %w", prodErr)
+	case workErr != nil: // the first failure (a producer canceled by it reports context.Canceled)
+		return "", workErr
+	case prodErr != nil:
+		return "", fmt.Errorf("producers: %w", prodErr)
+	}
+	elapsed := time.Unix(0, lastAck.Load()).Sub(start)
+
+	var sum pgcall.PublicationSummary
+	if _, err := admin.Exec(ctx, "SET ROLE outbox_auditor"); err != nil {
+		return "", err
+	}
+	if sum, err = pgcall.ReadPublicationSummary(ctx, admin); err != nil {
+		return "", err
+	}
+	if sum.Events != int64(o.n) || sum.Published != int64(o.n) || sum.FullyAcked != int64(o.n) || sum.NonTerminal != 0 ||
+		sum.OpenAttempts != 0 || acked.Load() != int64(o.n) {
+		return "", fmt.Errorf("incomplete run: %+v, acked %d, want %d events", sum, acked.Load(), o.n)
+	}
+	kv := []string{
+		"deliveries_per_sec=" + rate(acked.Load(), elapsed),
+		"events_published_per_sec=" + rate(published.Load(), elapsed),
+		"events=" + strconv.Itoa(o.n),
+		"elapsed_s=" + strconv.FormatFloat(elapsed.Seconds(), 'f', 3, 64),
+		"payload_bytes=" + strconv.Itoa(o.payload),
+		"destinations=1",
+		"workers=" + strconv.Itoa(o.workers),
+		"batch=" + strconv.Itoa(o.batch),
+		"ack=" + ackMode,
+		"gomaxprocs=" + strconv.Itoa(runtime.GOMAXPROCS(0)),
+	}
+	if o.mode == "p2" {
+		kv = append(kv, "producers="+strconv.Itoa(o.producers), "tx_size="+strconv.Itoa(o.txSize),
+			"appended_per_sec="+rate(int64(o.n), appendDur))
+	}
+	return "RESULT pgoutbox " + o.mode + " " + strings.Join(kv, " "), nil
+}
+
+func rate(n int64, d time.Duration) string {
+	return strconv.FormatFloat(float64(n)/d.Seconds(), 'f', 1, 64)
+}
+
+// activateReference registers and activates the reference release as outbox_registrar.
+func activateReference(ctx context.Context, dsn string) error {
+	conn, err := connect(ctx, dsn, "outbox_registrar")
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	doc, err := release.LoadReference()
+	if err != nil {
+		return err
+	}
+	q, err := pgcall.RegisterDeliverySet(ctx, conn, doc, "oceanway-first-release")
+	if err != nil {
+		return err
+	}
+	return pgcall.ActivateDeliverySet(ctx, conn, q)
+}
+
+// appendAll appends events 1..n through the producer library (D-2 hot path), split over the
+// producer connections, in transactions of o.txSize, and returns how long it took.
+func appendAll(ctx context.Context, prods []*pgx.Conn, o options) (time.Duration, error) {
+	start := time.Now()
+	var next atomic.Int64 // next transaction's first event, claimed by whichever producer is free
+	var wg sync.WaitGroup
+	var once sync.Once
+	var firstErr error
+	for _, conn := range prods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				from := int(next.Add(int64(o.txSize))) - o.txSize
+				if from >= o.n || ctx.Err() != nil {
+					return
+				}
+				// TODO(P-2): one outbox.append_events call per transaction once the producer
+				// library has it (SPEC §13); today one append_event per event.
+				err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+					for i := from; i < min(o.n, from+o.txSize); i++ {
+						if _, err := producer.Append(ctx, tx, event(i+1, o.payload)); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return time.Since(start), firstErr
+}
+
+// work is one dispatcher worker: claim a batch, build each delivery's receipt and ack in Go,
+// acknowledge the batch, until nothing is left to claim and no producer is running.
+func work(ctx context.Context, conn *pgx.Conn, worker string, o options, producing *atomic.Bool, done func([]itemOutcome) error) error {
+	for {
+		running := producing.Load() // read before the claim: an empty claim after the producers finished ends the worker
+		cs, err := pgcall.ClaimDeliveries(ctx, conn, pgcall.ClaimParams{Worker: worker, Destinations: []string{destination},
+			BatchSize: o.batch, Lease: o.lease})
+		if err != nil {
+			return err
+		}
+		if len(cs) == 0 {
+			if !running {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(o.poll):
+			}
+			continue
+		}
+		items := make([]ackItem, len(cs))
+		for i, c := range cs {
+			if items[i], err = buildAck(c); err != nil {
+				return err
+			}
+		}
+		outs, err := ackBatch(ctx, conn, items)
+		if err != nil {
+			return err
+		}
+		if err := done(outs); err != nil {
+			return err
+		}
+	}
+}
+
+// ackItem and itemOutcome mirror pgcall.AckItem and pgcall.ItemOutcome, which the lead engineer
+// is adding with pgcall.AckDeliveries (SPEC §13 outbox.ack_deliveries).
+// TODO(P-1/P-2): replace both with the pgcall types when pgcall.AckDeliveries lands.
+type ackItem struct {
+	pgcall.Fence
+	Ack, Receipt json.RawMessage
+	// ReceiptDigestCandidate is the canonical text of the receipt minus <prefix>Ref,
+	// <prefix>Digest and the time field (the D-2 receipt hot path); "" = slow path.
+	ReceiptDigestCandidate string
+}
+
+type itemOutcome struct {
+	Destination, EventID, AttemptID, Outcome, SQLState, Detail string
+}
+
+// ackMode names the ack path in the RESULT line, so reports say which one was measured.
+const ackMode = "ack_delivery_per_item"
+
+// ackBatch acknowledges one claimed batch and returns one outcome per item, in input order:
+// complete | not_complete | rejected (with the SQLSTATE and message of the rejection).
+//
+// TODO(P-1/P-2): switch to ONE call of pgcall.AckDeliveries(ctx, db, items) (one transaction,
+// per-item outcomes, receipt digest candidates passed: the hot path) and set ackMode to
+// "ack_deliveries". Today: pgcall.AckDelivery per item, one transaction (autocommit) each, and
+// the candidate is not passed (pgcall.AckDelivery has no parameter for it yet).
+func ackBatch(ctx context.Context, db pgcall.DBTX, items []ackItem) ([]itemOutcome, error) {
+	out := make([]itemOutcome, len(items))
+	for i, it := range items {
+		out[i] = itemOutcome{Destination: it.Destination, EventID: it.EventID, AttemptID: it.AttemptID}
+		res, err := pgcall.AckDelivery(ctx, db, it.Fence, it.Ack, it.Receipt)
+		if err != nil {
+			st := pgcall.SQLState(err)
+			if st == "" {
+				return nil, err // not a rejection: the connection or the context failed
+			}
+			out[i].Outcome, out[i].SQLState, out[i].Detail = "rejected", st, err.Error()
+			continue
+		}
+		out[i].Outcome = res
+	}
+	return out, nil
+}
+
+// buildAck builds, for one claimed delivery, the receipt a correct consumer would write and
+// its ActiveConsumerAck@1, with the receipt package (what a dispatcher whose consumer answers
+// in Go has in hand), plus the receipt's digest candidate text.
+func buildAck(c pgcall.ClaimedDelivery) (ackItem, error) {
+	doc, err := receipt.Build(receiptKind, receipt.Params{
+		Destination: c.Destination, ConsumerName: c.ConsumerName, EventID: c.EventID,
+		EventEnvelopeSHA256: c.EventEnvelopeSHA256,
+	})
+	if err != nil {
+		return ackItem{}, err
+	}
+	cand, err := candidateText(doc)
+	if err != nil {
+		return ackItem{}, err
+	}
+	return ackItem{
+		Fence: pgcall.Fence{Destination: c.Destination, EventID: c.EventID, AttemptID: c.AttemptID, LeaseToken: c.LeaseToken},
+		Ack:   doc.Ack, Receipt: doc.Receipt, ReceiptDigestCandidate: cand,
+	}, nil
+}
+
+// candidateText returns the canonical text of the receipt's digest candidate: the document
+// minus <prefix>Ref, <prefix>Digest and the time field (receipt package doc comment).
+func candidateText(d receipt.Document) (string, error) {
+	info, _ := receipt.Lookup(d.Kind)
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(d.Receipt, &m); err != nil {
+		return "", err
+	}
+	delete(m, info.RefField())
+	delete(m, info.DigestField())
+	delete(m, info.TimeField)
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "", err
+	}
+	c, err := canon.Canonicalize(b)
+	return string(c), err
+}
+
+// selfCheck verifies once that candidateText hashes to the digest the receipt package computed.
+func selfCheck() error {
+	doc, err := receipt.Build(receiptKind, receipt.Params{Destination: destination, ConsumerName: "metering_input_processor_consumer",
+		EventID: "00000000-0000-4000-8000-000000000001", EventEnvelopeSHA256: strings.Repeat("ab", 32)})
+	if err != nil {
+		return err
+	}
+	cand, err := candidateText(doc)
+	if err != nil {
+		return err
+	}
+	if d := canon.SumHex([]byte(cand)); d != doc.Digest {
+		return fmt.Errorf("self-check: candidate digest %s, receipt digest %s", d, doc.Digest)
+	}
+	return nil
+}

@@ -1,0 +1,326 @@
+// Command riverbench measures River (riverqueue/river) on the same cluster as pgoutbox, for the
+// side-by-side obligations P-1 and P-2 of SPEC §12a. It lives in a Go module of its own
+// (bench/river) so that the product's go.mod never depends on River.
+//
+// It mirrors River's own benchmark (cmd/river/riverbench in the River repository): a client
+// with a no-op worker, FetchCooldown 2 ms, FetchPollInterval 20 ms, 2,000 workers on the
+// default queue, a pgxpool with pgx's default size (as the River CLI opens it), completions
+// counted on the client's subscribe channel, and the rate taken from client.Start to the last
+// job worked. Each job carries a ~400-byte args payload (the size SPEC P-1 compares at).
+//
+//	riverbench -server URL -mode backlog    -n 5000   # P-1: pre-insert n jobs, then work them
+//	riverbench -server URL -mode concurrent -n 5000   # P-2: producers insert in transactions of
+//	                                                  #      100 while the client works them
+//
+// Every run drops and recreates its own database (default pgoutbox_bench_river) on the cluster
+// of -server (a superuser URL of the maintenance database) and migrates it with rivermigrate.
+// The result is one machine-readable line on stdout:
+//
+//	RESULT river backlog jobs_per_sec=… jobs=… elapsed_s=… payload_bytes=… river_version=… …
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+	"github.com/riverqueue/river/rivertype"
+)
+
+type options struct {
+	server, dbName, mode     string
+	n, payload, producers    int
+	txSize, workers          int
+	fetchCooldown, fetchPoll time.Duration
+	timeout                  time.Duration
+	keep, verbose            bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.server, "server", os.Getenv("DATABASE_URL"), "superuser URL of the cluster's maintenance database")
+	flag.StringVar(&o.dbName, "db", "pgoutbox_bench_river", "database to (re)create for River")
+	flag.StringVar(&o.mode, "mode", "backlog", "backlog (P-1) or concurrent (P-2)")
+	flag.IntVar(&o.n, "n", 5000, "jobs")
+	flag.IntVar(&o.payload, "payload", 400, "size in bytes of each job's encoded args")
+	flag.IntVar(&o.producers, "producers", 2, "concurrent producers (concurrent mode)")
+	flag.IntVar(&o.txSize, "tx", 100, "jobs per producer transaction (concurrent mode)")
+	flag.IntVar(&o.workers, "workers", 2000, "MaxWorkers of the default queue (River's benchmark: 2,000)")
+	flag.DurationVar(&o.fetchCooldown, "fetch-cooldown", 2*time.Millisecond, "client FetchCooldown (River's benchmark: 2ms)")
+	flag.DurationVar(&o.fetchPoll, "fetch-poll", 20*time.Millisecond, "client FetchPollInterval (River's benchmark: 20ms)")
+	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up after this long")
+	flag.BoolVar(&o.keep, "keep", false, "keep the database afterwards")
+	flag.BoolVar(&o.verbose, "v", false, "River's log on stderr (warnings and up)")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	line, err := run(ctx, o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "riverbench:", err)
+		os.Exit(1)
+	}
+	fmt.Println(line)
+}
+
+// BenchArgs are the job's args: a sequence number and padding up to the requested encoded size.
+type BenchArgs struct {
+	Num int    `json:"num"`
+	Pad string `json:"pad"`
+}
+
+func (BenchArgs) Kind() string { return "benchmark" }
+
+// newArgs returns args whose JSON encoding is exactly size bytes (when size allows).
+func newArgs(num, size int) BenchArgs {
+	overhead := len(`{"num":` + strconv.Itoa(num) + `,"pad":""}`)
+	return BenchArgs{Num: num, Pad: strings.Repeat("x", max(0, size-overhead))}
+}
+
+// BenchWorker works a job by doing nothing, as River's benchmark worker.
+type BenchWorker struct {
+	river.WorkerDefaults[BenchArgs]
+}
+
+func (w *BenchWorker) Work(context.Context, *river.Job[BenchArgs]) error { return nil }
+
+func run(ctx context.Context, o options) (string, error) {
+	if o.server == "" {
+		return "", errors.New("-server (or DATABASE_URL) is required")
+	}
+	if o.mode != "backlog" && o.mode != "concurrent" {
+		return "", fmt.Errorf("unknown -mode %q (backlog or concurrent)", o.mode)
+	}
+	dsn, err := freshDatabase(ctx, o.server, o.dbName)
+	if err != nil {
+		return "", err
+	}
+	if !o.keep {
+		defer func() { _ = dropDatabase(context.Background(), o.server, o.dbName) }()
+	}
+	// The pool as River's CLI opens it: pgx defaults (max(4, NumCPU) connections).
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return "", err
+	}
+	defer pool.Close()
+	driver := riverpgxv5.New(pool)
+	migrator, err := rivermigrate.New(driver, nil)
+	if err != nil {
+		return "", err
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return "", fmt.Errorf("rivermigrate: %w", err)
+	}
+
+	level := slog.LevelError + 1 // silent
+	if o.verbose {
+		level = slog.LevelWarn
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &BenchWorker{})
+	client, err := river.NewClient(driver, &river.Config{
+		FetchCooldown:     o.fetchCooldown,
+		FetchPollInterval: o.fetchPoll,
+		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.workers}},
+		Workers:           workers,
+	})
+	if err != nil {
+		return "", err
+	}
+	events, cancelSub := client.SubscribeConfig(&river.SubscribeConfig{
+		ChanSize: o.n + 1000, // never drop a completion: the count decides the end of the run
+		Kinds:    []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled},
+	})
+	defer cancelSub()
+
+	if o.mode == "backlog" {
+		const insertBatch = 5000 // as River's benchmark
+		batch := make([]river.InsertManyParams, 0, insertBatch)
+		for i := 1; i <= o.n; i++ {
+			batch = append(batch, river.InsertManyParams{Args: newArgs(i, o.payload)})
+			if len(batch) == insertBatch || i == o.n {
+				if _, err := client.InsertMany(ctx, batch); err != nil {
+					return "", fmt.Errorf("insert backlog: %w", err)
+				}
+				batch = batch[:0]
+			}
+		}
+		if _, err := pool.Exec(ctx, "VACUUM ANALYZE river_job"); err != nil {
+			return "", err
+		}
+	}
+
+	var inserted atomic.Int64
+	var prodErr error
+	var prodWG sync.WaitGroup
+	start := time.Now()
+	if err := client.Start(ctx); err != nil {
+		return "", err
+	}
+	if o.mode == "concurrent" {
+		var once sync.Once
+		per := (o.n + o.producers - 1) / o.producers
+		for p := 0; p < o.producers; p++ {
+			from, to := p*per, min(o.n, (p+1)*per)
+			prodWG.Add(1)
+			go func() {
+				defer prodWG.Done()
+				if err := produce(ctx, pool, client, from, to, o.txSize, o.payload, &inserted); err != nil {
+					once.Do(func() { prodErr = err })
+				}
+			}()
+		}
+	}
+
+	var worked, failed int
+	var last time.Time
+	for worked+failed < o.n {
+		select {
+		case ev := <-events:
+			if ev == nil {
+				return "", errors.New("subscribe channel closed")
+			}
+			switch {
+			case ev.Kind == river.EventKindJobCompleted:
+				worked++
+			case ev.Kind == river.EventKindJobFailed && ev.Job.State != rivertype.JobStateDiscarded:
+				continue // will be retried
+			default:
+				failed++
+			}
+			last = time.Now()
+		case <-ctx.Done():
+			return "", fmt.Errorf("after %d of %d jobs: %w", worked, o.n, ctx.Err())
+		}
+	}
+	elapsed := last.Sub(start)
+	prodWG.Wait()
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancelStop()
+	if err := client.Stop(stopCtx); err != nil {
+		return "", fmt.Errorf("stop client: %w", err)
+	}
+	if prodErr != nil {
+		return "", prodErr
+	}
+	if failed > 0 {
+		return "", fmt.Errorf("%d jobs failed or were cancelled", failed)
+	}
+	var completed int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE state = 'completed'").Scan(&completed); err != nil {
+		return "", err
+	}
+	if completed != o.n {
+		return "", fmt.Errorf("river_job holds %d completed jobs, want %d", completed, o.n)
+	}
+	var argBytes float64
+	if err := pool.QueryRow(ctx, "SELECT avg(octet_length(args::text))::float8 FROM river_job").Scan(&argBytes); err != nil {
+		return "", err
+	}
+	kv := []string{
+		"jobs_per_sec=" + strconv.FormatFloat(float64(worked)/elapsed.Seconds(), 'f', 1, 64),
+		"jobs=" + strconv.Itoa(worked),
+		"elapsed_s=" + strconv.FormatFloat(elapsed.Seconds(), 'f', 3, 64),
+		"payload_bytes=" + strconv.Itoa(o.payload),
+		"stored_args_bytes=" + strconv.FormatFloat(argBytes, 'f', 0, 64),
+		"river_version=" + riverVersion(),
+		"max_workers=" + strconv.Itoa(o.workers),
+		"pool_conns=" + strconv.Itoa(int(pool.Config().MaxConns)),
+		"fetch_cooldown=" + o.fetchCooldown.String(),
+		"fetch_poll=" + o.fetchPoll.String(),
+		"gomaxprocs=" + strconv.Itoa(runtime.GOMAXPROCS(0)),
+	}
+	if o.mode == "concurrent" {
+		kv = append(kv, "producers="+strconv.Itoa(o.producers), "tx_size="+strconv.Itoa(o.txSize),
+			"inserted="+strconv.FormatInt(inserted.Load(), 10))
+	}
+	return "RESULT river " + o.mode + " " + strings.Join(kv, " "), nil
+}
+
+// produce inserts jobs [from, to) in transactions of txSize (InsertManyTx inside the caller's
+// transaction, as a service inserting jobs with its own writes would).
+func produce(ctx context.Context, pool *pgxpool.Pool, client *river.Client[pgx.Tx], from, to, txSize, payload int, inserted *atomic.Int64) error {
+	params := make([]river.InsertManyParams, 0, txSize)
+	for i := from; i < to; i += txSize {
+		params = params[:0]
+		for k := i; k < min(to, i+txSize); k++ {
+			params = append(params, river.InsertManyParams{Args: newArgs(k+1, payload)})
+		}
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			_, err := client.InsertManyTx(ctx, tx, params)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("producer: %w", err)
+		}
+		inserted.Add(int64(len(params)))
+	}
+	return nil
+}
+
+func riverVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/riverqueue/river" {
+				return d.Version
+			}
+		}
+	}
+	return "unknown"
+}
+
+func freshDatabase(ctx context.Context, server, name string) (string, error) {
+	if err := dropDatabase(ctx, server, name); err != nil {
+		return "", err
+	}
+	admin, err := pgx.Connect(ctx, server)
+	if err != nil {
+		return "", fmt.Errorf("connect to the cluster: %w", err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" ENCODING 'UTF8' TEMPLATE template0"); err != nil {
+		return "", err
+	}
+	return withDatabase(server, name), nil
+}
+
+func dropDatabase(ctx context.Context, server, name string) error {
+	admin, err := pgx.Connect(ctx, server)
+	if err != nil {
+		return fmt.Errorf("connect to the cluster: %w", err)
+	}
+	defer admin.Close(ctx)
+	_, err = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+	return err
+}
+
+// withDatabase returns server (a postgres:// URL) with its database replaced by db.
+func withDatabase(server, db string) string {
+	i := strings.LastIndex(server, "/")
+	rest := ""
+	if q := strings.Index(server[i:], "?"); q >= 0 {
+		rest = server[i+q:]
+	}
+	return server[:i+1] + db + rest
+}
