@@ -369,47 +369,17 @@ func work(ctx context.Context, conn *pgx.Conn, worker string, o options, produci
 	}
 }
 
-// ackItem and itemOutcome mirror pgcall.AckItem and pgcall.ItemOutcome, which the lead engineer
-// is adding with pgcall.AckDeliveries (SPEC §13 outbox.ack_deliveries).
-// TODO(P-1/P-2): replace both with the pgcall types when pgcall.AckDeliveries lands.
-type ackItem struct {
-	pgcall.Fence
-	Ack, Receipt json.RawMessage
-	// ReceiptDigestCandidate is the canonical text of the receipt minus <prefix>Ref,
-	// <prefix>Digest and the time field (the D-2 receipt hot path); "" = slow path.
-	ReceiptDigestCandidate string
-}
-
-type itemOutcome struct {
-	Destination, EventID, AttemptID, Outcome, SQLState, Detail string
-}
+type ackItem = pgcall.AckItem
+type itemOutcome = pgcall.ItemOutcome
 
 // ackMode names the ack path in the RESULT line, so reports say which one was measured.
-const ackMode = "ack_delivery_per_item"
+const ackMode = "ack_deliveries"
 
-// ackBatch acknowledges one claimed batch and returns one outcome per item, in input order:
-// complete | not_complete | rejected (with the SQLSTATE and message of the rejection).
-//
-// TODO(P-1/P-2): switch to ONE call of pgcall.AckDeliveries(ctx, db, items) (one transaction,
-// per-item outcomes, receipt digest candidates passed: the hot path) and set ackMode to
-// "ack_deliveries". Today: pgcall.AckDelivery per item, one transaction (autocommit) each, and
-// the candidate is not passed (pgcall.AckDelivery has no parameter for it yet).
+// ackBatch acknowledges one claimed batch with ONE call of outbox.ack_deliveries (one
+// transaction, per-item outcomes, the receipt digest candidates passed: the D-2 hot path) and
+// returns one outcome per item, in input order: complete | not_complete | rejected.
 func ackBatch(ctx context.Context, db pgcall.DBTX, items []ackItem) ([]itemOutcome, error) {
-	out := make([]itemOutcome, len(items))
-	for i, it := range items {
-		out[i] = itemOutcome{Destination: it.Destination, EventID: it.EventID, AttemptID: it.AttemptID}
-		res, err := pgcall.AckDelivery(ctx, db, it.Fence, it.Ack, it.Receipt)
-		if err != nil {
-			st := pgcall.SQLState(err)
-			if st == "" {
-				return nil, err // not a rejection: the connection or the context failed
-			}
-			out[i].Outcome, out[i].SQLState, out[i].Detail = "rejected", st, err.Error()
-			continue
-		}
-		out[i].Outcome = res
-	}
-	return out, nil
+	return pgcall.AckDeliveries(ctx, db, items)
 }
 
 // buildAck builds, for one claimed delivery, the receipt a correct consumer would write and
