@@ -135,5 +135,8 @@ DROP FUNCTION outbox.claim_deliveries(text, text[], integer, interval);
 {{ template "functions/retry_delivery.sql" . }}
 {{ template "functions/quarantine_delivery.sql" . }}
 {{ template "functions/verify_ack_digests.sql" . }}
+-- the event sweep also checks the stored canonical envelope text
+DROP FUNCTION outbox.verify_event_digests(integer);
+{{ template "functions/verify_event_digests.sql" . }}
 
 RESET ROLE;

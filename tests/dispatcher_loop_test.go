@@ -182,13 +182,14 @@ func TestDispatcherDigestMismatchQuarantinedNeverDelivered(t *testing.T) {
 	t.Parallel()
 	db := dpSetup(t)
 	ev := db.appendMetering(t)
-	// Corrupt the stored payload behind the immutability triggers (superuser, test only): the
-	// envelope rebuilt by claim_deliveries no longer matches the stored digest.
+	// Corrupt the stored envelope behind the immutability triggers (superuser, test only): the
+	// canonical bytes claim_deliveries returns no longer hash to the stored digest.
 	ctx := context.Background()
 	if _, err := db.admin.Exec(ctx, `SET session_replication_role = replica`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.admin.Exec(ctx, `UPDATE outbox.outbox_events SET event_payload = '{"tampered":true}' WHERE event_id = $1::uuid`, ev); err != nil {
+	if _, err := db.admin.Exec(ctx, `UPDATE outbox.outbox_events SET event_payload = '{"tampered":true}',
+		event_envelope_canonical = replace(event_envelope_canonical, '"payload":{', '"payload":{"tampered":true,') WHERE event_id = $1::uuid`, ev); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.admin.Exec(ctx, `RESET session_replication_role`); err != nil {

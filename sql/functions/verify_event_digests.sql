@@ -3,7 +3,8 @@
 --   the jcs-sha256-v1 digest of the envelope rebuilt from each event's stored columns (the
 --   newest max_rows events) and returns one row per event whose stored digest is not
 --   reproduced, or whose frozen quartet is not a registered definition. An empty result is the
---   proof that every stored digest checked is the database's own.
+--   proof that every stored digest checked is the database's own. It also reports a stored
+--   canonical envelope text (D-2: what claims hand to dispatchers) that is not exactly that form.
 -- Locking: none (plain reads).
 -- Raises: 22023 when max_rows is outside 1..1000000.
 -- Caller: outbox_auditor.
@@ -16,13 +17,15 @@ AS $fn$
 DECLARE
     v_event    outbox.outbox_events%ROWTYPE;
     v_computed text;
+    v_canon    text;
 BEGIN
     IF p_max_rows IS NULL OR p_max_rows NOT BETWEEN 1 AND 1000000 THEN
         RAISE EXCEPTION 'max_rows must be between 1 and 1000000' USING ERRCODE = '22023';
     END IF;
     FOR v_event IN SELECT * FROM outbox.outbox_events e ORDER BY e.created_at DESC, e.event_id LIMIT p_max_rows LOOP
         BEGIN
-            v_computed := outbox.jcs_sha256(outbox._event_envelope(v_event)::json);
+            v_canon := outbox.jcs_canonicalize(outbox._event_envelope(v_event)::json);
+            v_computed := outbox._sha256_hex(v_canon);
         EXCEPTION WHEN SQLSTATE 'OB201' THEN
             event_id := v_event.event_id;
             problem := 'not_canonicalizable: ' || SQLERRM;
@@ -32,6 +35,11 @@ BEGIN
         IF v_computed <> v_event.event_envelope_sha256 THEN
             event_id := v_event.event_id;
             problem := format('digest_mismatch: stored %s, recomputed %s', v_event.event_envelope_sha256, v_computed);
+            RETURN NEXT;
+        -- the stored canonical text (D-2, what claims hand to dispatchers) must be exactly it
+        ELSIF v_event.event_envelope_canonical IS DISTINCT FROM v_canon AND v_event.event_envelope_canonical IS NOT NULL THEN
+            event_id := v_event.event_id;
+            problem := 'canonical_text_mismatch: the stored canonical envelope is not the canonical form of the event';
             RETURN NEXT;
         END IF;
         IF v_event.event_envelope_digest_algorithm_version <> 'jcs-sha256-v1' THEN
