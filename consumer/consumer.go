@@ -20,6 +20,10 @@
 //     inbox.observe_revision — 'gap': commit the gap record alone, retryable awaiting_revision,
 //     no receipt; 'duplicate': answer with the existing receipt; 'apply': go on; then the user's
 //     Apply, inbox.record_receipt, COMMIT, acknowledged with the ack and the receipt.
+//     record_receipt gets the canonical envelope bytes, the canonical receipt and the canonical
+//     text of its digest candidate (SPEC D-2 hot path): the database checks them with sha256 and
+//     cheap text checks and never canonicalizes on this path; the receipt is closed (R-AK-1a:
+//     Apply may return only the members registered for the kind, receipt.Members).
 //
 // OB301 (same event id, different envelope digest) is the non-retryable receipt_conflict;
 // transient database failures are the retryable database_unavailable.

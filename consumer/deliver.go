@@ -261,9 +261,13 @@ func (c *Consumer) handle(ctx context.Context, ev Event) wire.Result {
 		c.log.Error("receipt fields rejected", "event_id", ev.EventID, "err", err)
 		return retryable(CodeConsumerUnavailable, "receipt_fields")
 	}
+	// D-2 hot path: the canonical envelope bytes, the canonical receipt and the canonical text of
+	// its digest candidate, so that the database verifies (sha256, cheap text checks) instead of
+	// canonicalizing in PL/pgSQL; same transaction as Apply (R-CO-2).
 	rec, err := pgcall.RecordReceipt(ctx, tx, pgcall.RecordReceiptParams{
 		ConsumerName: c.cfg.ConsumerName, ProjectionName: c.cfg.ProjectionName,
-		ProjectionVersion: c.cfg.ProjectionVersion, EventEnvelope: ev.Canonical, Receipt: built.Receipt})
+		ProjectionVersion: c.cfg.ProjectionVersion, EventEnvelope: ev.Canonical, Receipt: built.Receipt,
+		DigestCandidate: built.Candidate})
 	if err != nil {
 		return c.dbFailure(ctx, "record receipt", err)
 	}

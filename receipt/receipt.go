@@ -10,9 +10,15 @@
 // eventEnvelopeDigestAlgorithmVersion, eventEnvelopeSha256, appliedReceipt: {kind, P+"Ref",
 // P+"SchemaVersion", P+"DigestAlgorithmVersion", P+"Digest"}}.
 //
+// Receipts are closed documents: besides the common members above, a kind carries exactly its
+// registered members (Members, the mirror of outbox.receipt_kind_members), and Build refuses
+// anything else.
+//
 // Documents are returned as canonical (RFC 8785) bytes, so the same receipt always yields the
-// same ack bytes. The database (inbox.record_receipt, outbox.ack_delivery) recomputes every
-// digest with its own canonicalizer; the two are kept byte-identical by golden vectors.
+// same ack bytes. The database (inbox.record_receipt, outbox.ack_delivery) verifies every digest:
+// it canonicalizes itself, or, on the hot path (SPEC D-2), checks the canonical text of the
+// digest candidate that DigestCandidate returns; the two canonicalizers are kept byte-identical
+// by golden vectors.
 package receipt
 
 import (
@@ -92,6 +98,54 @@ func ByType(receiptType string) (Info, bool) {
 // Kinds lists every known kind.
 func Kinds() []Info { return append([]Info(nil), kinds...) }
 
+// JSON types of kind-specific members (outbox.receipt_kind_members.json_type).
+const (
+	TypeString  = "string"
+	TypeInteger = "integer"
+	TypeBoolean = "boolean"
+)
+
+// Member is a kind-specific receipt member: a row of outbox.receipt_kind_members.
+type Member struct {
+	Name     string
+	JSONType string // TypeString, TypeInteger or TypeBoolean
+	Required bool
+}
+
+// projectionMembers are the optional members every consumer kind but operations_projection may
+// carry: the projection it builds and the event's type (SPEC R-AK-1a, migration 009).
+var projectionMembers = []Member{
+	{"eventSchemaVersion", TypeString, false}, {"eventType", TypeString, false},
+	{"projectionName", TypeString, false}, {"projectionVersion", TypeInteger, false},
+}
+
+// members mirrors outbox.receipt_kind_members (seeded by migration 009); a test compares them.
+var members = map[Kind][]Member{
+	OperationsProjection: {
+		{"eventSchemaVersion", TypeString, true}, {"eventType", TypeString, true},
+		{"projectionName", TypeString, true}, {"projectionOutcome", TypeString, false},
+		{"projectionVersion", TypeInteger, true},
+	},
+	MeteringInputProcessor:         append([]Member{{"consumerOutcome", TypeString, false}}, projectionMembers...),
+	BillingFinalizationCoordinator: append([]Member{{"consumerOutcome", TypeString, false}}, projectionMembers...),
+	BillingSettlementCatchUp:       append([]Member{{"consumerOutcome", TypeString, false}}, projectionMembers...),
+	BrokerPublication: {
+		{"duplicate", TypeBoolean, true}, {"sequence", TypeInteger, true}, {"stream", TypeString, true},
+	},
+}
+
+// Members returns the kind-specific members of kind k, sorted by name (nil for an unknown kind).
+func Members(k Kind) []Member { return append([]Member(nil), members[k]...) }
+
+func memberOf(k Kind, name string) (Member, bool) {
+	for _, m := range members[k] {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
+
 // Errors of this package; match with errors.Is.
 var (
 	ErrInvalid        = errors.New("receipt invalid")
@@ -135,6 +189,9 @@ type Document struct {
 	Digest  string
 	Receipt json.RawMessage
 	Ack     json.RawMessage
+	// Candidate is the canonical text of the digest candidate (what DigestCandidate returns):
+	// Digest is its SHA-256. Passed with Receipt to the database's hot path (SPEC D-2).
+	Candidate json.RawMessage
 }
 
 // DefaultRef is the deterministic receipt ref used when a consumer gives none; the database
@@ -203,6 +260,9 @@ func Build(kind Kind, p Params) (Document, error) {
 			return Document{}, err
 		}
 	}
+	if err := checkMembers(info.Kind, p); err != nil {
+		return Document{}, err
+	}
 	ref := p.Ref
 	if ref == "" {
 		ref = DefaultRef(p.ConsumerName, p.ProjectionName, p.ProjectionVersion, p.EventID)
@@ -243,6 +303,60 @@ func Build(kind Kind, p Params) (Document, error) {
 		return Document{}, invalid("marshal: %v", err)
 	}
 	return Parse(raw)
+}
+
+// checkMembers enforces R-AK-1a: the kind's own fields and the members Build derives from p
+// (projection, event type) are registered for the kind with their JSON type; required ones are
+// present.
+func checkMembers(k Kind, p Params) error {
+	present := map[string]bool{}
+	for name, v := range p.Fields {
+		m, ok := memberOf(k, name)
+		if !ok {
+			return invalid("%s receipts carry no member %q (closed documents, outbox.receipt_kind_members)", k, name)
+		}
+		if !hasJSONType(v, m.JSONType) {
+			return invalid("member %q must be a JSON %s", name, m.JSONType)
+		}
+		present[name] = true
+	}
+	derived := []struct {
+		name string
+		set  bool
+	}{{"projectionName", p.ProjectionName != ""}, {"projectionVersion", p.ProjectionName != ""},
+		{"eventType", p.EventType != ""}, {"eventSchemaVersion", p.EventSchemaVersion != ""}}
+	for _, d := range derived {
+		if !d.set {
+			continue
+		}
+		if _, ok := memberOf(k, d.name); !ok {
+			return invalid("%s receipts carry no member %q (closed documents, outbox.receipt_kind_members)", k, d.name)
+		}
+		present[d.name] = true
+	}
+	for _, m := range members[k] {
+		if m.Required && !present[m.Name] {
+			return invalid("%s receipts carry %s", k, m.Name)
+		}
+	}
+	return nil
+}
+
+func hasJSONType(v any, jsonType string) bool {
+	switch jsonType {
+	case TypeString:
+		_, ok := v.(string)
+		return ok
+	case TypeBoolean:
+		_, ok := v.(bool)
+		return ok
+	case TypeInteger:
+		switch v.(type) {
+		case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+			return true
+		}
+	}
+	return false
 }
 
 func checkBrokerFields(f Fields) error {
@@ -324,18 +438,43 @@ func Parse(receipt []byte) (Document, error) {
 	if !ok || !hexRE.MatchString(digest) {
 		return Document{}, invalid("%s must be 64 lower-case hex digits", info.DigestField())
 	}
-	want, err := candidateDigest(m, info)
+	cand, err := candidate(m, info)
 	if err != nil {
 		return Document{}, err
 	}
-	if want != digest {
+	if want := canon.SumHex(cand); want != digest {
 		return Document{}, fmt.Errorf("%w: %s is %s, jcs-sha256-v1 of the candidate is %s", ErrDigestMismatch, info.DigestField(), digest, want)
 	}
 	ack, err := ackOf(m, info)
 	if err != nil {
 		return Document{}, err
 	}
-	return Document{Kind: info.Kind, Ref: ref, Digest: digest, Receipt: c, Ack: ack}, nil
+	return Document{Kind: info.Kind, Ref: ref, Digest: digest, Receipt: c, Ack: ack, Candidate: cand}, nil
+}
+
+// DigestCandidate returns the kind of a receipt document and the RFC 8785 canonical text of its
+// digest candidate: the document minus <prefix>Ref, <prefix>Digest and the time field (SPEC
+// R-AK-1a). Its SHA-256 is the receipt digest. The dispatcher and the consumer kit pass it with
+// the receipt so that the database verifies instead of canonicalizing (SPEC D-2 hot path). Only
+// the kind is checked, not the rest of the document (Parse does that).
+func DigestCandidate(receipt []byte) (Kind, []byte, error) {
+	c, err := canon.Canonicalize(receipt)
+	if err != nil {
+		return "", nil, invalid("%v", err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(c, &m); err != nil {
+		return "", nil, invalid("not a JSON object")
+	}
+	info, err := kindOf(m)
+	if err != nil {
+		return "", nil, err
+	}
+	cand, err := candidate(m, info)
+	if err != nil {
+		return "", nil, err
+	}
+	return info.Kind, cand, nil
 }
 
 // VerifyDigest recomputes the digest of a complete receipt document and compares it with the
@@ -386,7 +525,8 @@ func kindOf(m map[string]json.RawMessage) (Info, error) {
 	return found[0], nil
 }
 
-func candidateDigest(m map[string]json.RawMessage, info Info) (string, error) {
+// candidate returns the canonical text of the document m minus its ref, digest and time.
+func candidate(m map[string]json.RawMessage, info Info) ([]byte, error) {
 	cand := make(map[string]json.RawMessage, len(m))
 	for k, v := range m {
 		if k == info.RefField() || k == info.DigestField() || k == info.TimeField {
@@ -396,13 +536,13 @@ func candidateDigest(m map[string]json.RawMessage, info Info) (string, error) {
 	}
 	b, err := json.Marshal(cand)
 	if err != nil {
-		return "", invalid("candidate: %v", err)
+		return nil, invalid("candidate: %v", err)
 	}
-	d, err := canon.SHA256Hex(b)
+	c, err := canon.Canonicalize(b)
 	if err != nil {
-		return "", invalid("candidate: %v", err)
+		return nil, invalid("candidate: %v", err)
 	}
-	return d, nil
+	return c, nil
 }
 
 func ackOf(m map[string]json.RawMessage, info Info) (json.RawMessage, error) {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/oceanway/pgoutbox/internal/canon"
 )
 
 const (
@@ -16,9 +18,10 @@ const (
 
 func params(kind Kind) Params {
 	p := Params{Destination: "dest", ConsumerName: "cons", EventID: evID, EventEnvelopeSHA256: sha,
-		Time: time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC), Fields: Fields{"outcome": "recorded", "count": 3}}
+		Time: time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC), Fields: Fields{"consumerOutcome": "recorded"}}
 	switch kind {
 	case OperationsProjection:
+		p.Fields = Fields{"projectionOutcome": "applied"}
 		p.ProjectionName, p.ProjectionVersion = "operations_timeline", 1
 		p.EventType, p.EventSchemaVersion = "run.created@2.0", "2.0"
 	case BrokerPublication:
@@ -83,7 +86,7 @@ func TestDigestCandidate(t *testing.T) {
 	if a.Digest != b.Digest {
 		t.Fatal("ref or time changed the digest")
 	}
-	p.Fields = Fields{"outcome": "other", "count": 3}
+	p.Fields = Fields{"consumerOutcome": "other"}
 	c, _ := Build(MeteringInputProcessor, p)
 	if c.Digest == a.Digest {
 		t.Fatal("a kind field did not change the digest")
@@ -91,7 +94,7 @@ func TestDigestCandidate(t *testing.T) {
 	// Tampering after the fact is caught.
 	var m map[string]any
 	_ = json.Unmarshal(a.Receipt, &m)
-	m["outcome"] = "tampered"
+	m["consumerOutcome"] = "tampered"
 	raw, _ := json.Marshal(m)
 	if _, _, err := VerifyDigest(raw); !errors.Is(err, ErrDigestMismatch) {
 		t.Fatalf("tampered receipt: %v, want ErrDigestMismatch", err)
@@ -111,7 +114,15 @@ func TestBuildRejects(t *testing.T) {
 			p.Fields = Fields{"meteringInputProcessorConsumerReceiptRef": "x"}
 			return MeteringInputProcessor
 		},
-		"float":                      func(p *Params) Kind { p.Fields = Fields{"amount": 1.5}; return MeteringInputProcessor },
+		"float":                    func(p *Params) Kind { p.Fields = Fields{"amount": 1.5}; return MeteringInputProcessor },
+		"unregistered member":      func(p *Params) Kind { p.Fields = Fields{"outcome": "x"}; return MeteringInputProcessor },
+		"member of the wrong type": func(p *Params) Kind { p.Fields = Fields{"consumerOutcome": 1}; return MeteringInputProcessor },
+		"member of another kind":   func(p *Params) Kind { p.Fields = Fields{"projectionOutcome": "x"}; return MeteringInputProcessor },
+		"broker with a projection": func(p *Params) Kind {
+			p.Fields = BrokerFields("outbox", 1, false)
+			p.ProjectionName, p.ProjectionVersion = "x", 1
+			return BrokerPublication
+		},
 		"ops without projection":     func(p *Params) Kind { return OperationsProjection },
 		"broker without stream":      func(p *Params) Kind { return BrokerPublication },
 		"bad event id":               func(p *Params) Kind { p.EventID = "x"; return MeteringInputProcessor },
@@ -127,5 +138,64 @@ func TestBuildRejects(t *testing.T) {
 	}
 	if _, err := Parse([]byte(`{"meteringInputProcessorConsumerReceiptRef":"a","brokerPublicationReceiptRef":"b"}`)); !errors.Is(err, ErrInvalid) {
 		t.Errorf("two kinds: %v", err)
+	}
+}
+
+// R-AK-1a, D-2: DigestCandidate is the canonical text of the receipt minus its ref, digest and
+// time; its SHA-256 is the digest; Build returns the same bytes; a non-canonical receipt text
+// gives the same candidate; a document without a kind is refused.
+func TestDigestCandidateText(t *testing.T) {
+	for _, info := range Kinds() {
+		d, err := Build(info.Kind, params(info.Kind))
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, cand, err := DigestCandidate(d.Receipt)
+		if err != nil || k != info.Kind {
+			t.Fatalf("%s: %s, %v", info.Kind, k, err)
+		}
+		if string(cand) != string(d.Candidate) {
+			t.Fatalf("%s: DigestCandidate %s, Build %s", info.Kind, cand, d.Candidate)
+		}
+		if canon.SumHex(cand) != d.Digest {
+			t.Fatalf("%s: sha256(candidate) != digest", info.Kind)
+		}
+		var m map[string]any
+		_ = json.Unmarshal(d.Receipt, &m)
+		for _, f := range []string{info.RefField(), info.DigestField(), info.TimeField} {
+			delete(m, f)
+		}
+		want, _ := json.Marshal(m)
+		if c, _ := canon.Canonicalize(want); string(c) != string(cand) {
+			t.Fatalf("%s: candidate %s, want %s", info.Kind, cand, c)
+		}
+		pretty, _ := json.MarshalIndent(json.RawMessage(d.Receipt), "", "  ")
+		if _, again, err := DigestCandidate(pretty); err != nil || string(again) != string(cand) {
+			t.Fatalf("%s: pretty receipt: %s, %v", info.Kind, again, err)
+		}
+	}
+	if _, _, err := DigestCandidate([]byte(`{"a":1}`)); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("no kind: %v", err)
+	}
+	if _, _, err := DigestCandidate([]byte(`{"a":1.5}`)); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("float: %v", err)
+	}
+}
+
+// R-AK-1a: the members table lists every kind, sorted, with JSON types the database knows.
+func TestMembersSorted(t *testing.T) {
+	for _, info := range Kinds() {
+		ms := Members(info.Kind)
+		if len(ms) == 0 {
+			t.Fatalf("%s: no members", info.Kind)
+		}
+		for i, m := range ms {
+			if i > 0 && ms[i-1].Name >= m.Name {
+				t.Errorf("%s: members not sorted at %s", info.Kind, m.Name)
+			}
+			if m.JSONType != TypeString && m.JSONType != TypeInteger && m.JSONType != TypeBoolean {
+				t.Errorf("%s: %s has type %s", info.Kind, m.Name, m.JSONType)
+			}
+		}
 	}
 }

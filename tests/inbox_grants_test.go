@@ -23,8 +23,9 @@ func ckTry(t *testing.T, db pgcall.DBTX, sql string) string {
 }
 
 // R-SEC-1, T-7: outbox_consumer executes the inbox functions and touches no inbox table
-// (42501) nor private helper; the auditor reads the tables and calls no inbox function; PUBLIC
-// has nothing. Every function is SECURITY DEFINER with a pinned search_path, owned by the owner.
+// (42501) nor private helper; the auditor reads the tables and calls only the audit sweep
+// inbox.verify_receipt_digests, which the consumer may not call; PUBLIC has nothing. Every
+// function is SECURITY DEFINER with a pinned search_path, owned by the owner.
 func TestInboxGrants(t *testing.T) {
 	t.Parallel()
 	dsn := testdb.URL(t)
@@ -33,7 +34,7 @@ func TestInboxGrants(t *testing.T) {
 	admin := testdb.Conn(t, dsn, "")
 
 	calls := map[string]string{
-		"record_receipt":   `SELECT * FROM inbox.record_receipt('c', '', 0, NULL, NULL)`,
+		"record_receipt":   `SELECT * FROM inbox.record_receipt('c', '', 0, NULL, NULL, NULL)`,
 		"observe_revision": `SELECT inbox.observe_revision('c', '', 0, 'a', 1)`,
 		"read_receipt":     `SELECT inbox.read_receipt('c', '', 0, gen_random_uuid(), repeat('0', 64))`,
 	}
@@ -45,6 +46,13 @@ func TestInboxGrants(t *testing.T) {
 		if st := ckTry(t, auditor, sql); st != "42501" {
 			t.Errorf("outbox_auditor executing %s: SQLSTATE %q, want 42501", name, st)
 		}
+	}
+	const sweep = `SELECT * FROM inbox.verify_receipt_digests(10)`
+	if st := ckTry(t, auditor, sweep); st != "" {
+		t.Errorf("outbox_auditor executing verify_receipt_digests: SQLSTATE %q", st)
+	}
+	if st := ckTry(t, consumer, sweep); st != "42501" {
+		t.Errorf("outbox_consumer executing verify_receipt_digests: SQLSTATE %q, want 42501", st)
 	}
 	for _, tbl := range ckInboxTables {
 		for _, sql := range []string{
@@ -86,11 +94,11 @@ func TestInboxGrants(t *testing.T) {
 	}
 	var definer int
 	if err := admin.QueryRow(context.Background(), `SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-		WHERE n.nspname = 'inbox' AND p.prosecdef AND p.proname IN ('record_receipt', 'observe_revision', 'read_receipt')`).Scan(&definer); err != nil {
+		WHERE n.nspname = 'inbox' AND p.prosecdef AND p.proname IN ('record_receipt', 'observe_revision', 'read_receipt', 'verify_receipt_digests')`).Scan(&definer); err != nil {
 		t.Fatal(err)
 	}
-	if definer != 3 {
-		t.Fatalf("%d of the 3 inbox API functions are SECURITY DEFINER", definer)
+	if definer != 4 {
+		t.Fatalf("%d of the 4 inbox API functions are SECURITY DEFINER", definer)
 	}
 }
 

@@ -11,10 +11,17 @@ type RecordReceiptParams struct {
 	ConsumerName      string
 	ProjectionName    string
 	ProjectionVersion int
-	// EventEnvelope is the EventEnvelope@1 the consumer applied; the database computes its digest.
+	// EventEnvelope is the EventEnvelope@1 the consumer applied. Passed byte for byte (json keeps
+	// the text): canonical bytes are hashed as they are, anything else is canonicalized by the
+	// database (SPEC D-2).
 	EventEnvelope json.RawMessage
-	// Receipt is the receipt document (SPEC R-AK-1a); its ref and digest may be omitted (filled in).
+	// Receipt is the receipt document (SPEC R-AK-1a); its ref and digest may be omitted (filled
+	// in). On the hot path it is the canonical text of the complete receipt.
 	Receipt json.RawMessage
+	// DigestCandidate, when set, is the canonical text of the receipt's digest candidate
+	// (receipt.DigestCandidate): the database verifies it instead of canonicalizing (D-2 hot
+	// path). Nil: the database canonicalizes (slow path).
+	DigestCandidate json.RawMessage
 }
 
 // RecordReceiptResult is the row inbox.record_receipt returns. Outcome is "new" or "existing";
@@ -32,14 +39,21 @@ const (
 )
 
 const recordReceiptSQL = `SELECT outcome, receipt_ref, receipt_digest
-FROM inbox.record_receipt($1::text, $2::text, $3::int, $4::json, $5::json)`
+FROM inbox.record_receipt($1::text, $2::text, $3::int, $4::json, $5::json, $6::text)`
 
 // RecordReceipt calls inbox.record_receipt inside the consumer's transaction (insert-or-compare,
 // SPEC R-CO-1). ErrReceiptConflict (OB301) when the event id was received with another envelope
-// digest; ErrAckRejected (OB002) when the receipt is inconsistent. Caller role: outbox_consumer.
+// digest; ErrAckRejected (OB002) when the receipt is inconsistent, not closed, or the candidate
+// is not the receipt's; ErrNotCanonicalizable (OB201) when a document or the candidate is not
+// canonical. Caller role: outbox_consumer.
 func RecordReceipt(ctx context.Context, db DBTX, p RecordReceiptParams) (RecordReceiptResult, error) {
 	var r RecordReceiptResult
+	var candidate *string
+	if p.DigestCandidate != nil {
+		s := string(p.DigestCandidate)
+		candidate = &s
+	}
 	err := db.QueryRow(ctx, recordReceiptSQL, p.ConsumerName, p.ProjectionName, p.ProjectionVersion,
-		string(p.EventEnvelope), string(p.Receipt)).Scan(&r.Outcome, &r.Ref, &r.Digest)
+		string(p.EventEnvelope), string(p.Receipt), candidate).Scan(&r.Outcome, &r.Ref, &r.Digest)
 	return r, interpretError("record receipt", err)
 }
