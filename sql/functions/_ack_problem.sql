@@ -1,13 +1,16 @@
 -- outbox._ack_problem(p_delivery outbox.outbox_deliveries, p_event outbox.outbox_events,
---                     p_ack json, p_receipt json, p_candidate text) RETURNS text
+--                     p_kind outbox.receipt_kinds, p_ack json, p_receipt json, p_candidate text) RETURNS text
 -- (private, SPEC R-AK-1, R-AK-1a, R-AK-2, R-AK-9, D-2)
 -- THE ack rule: ack_deliveries applies it to every item of a batch (ack_delivery is a batch of
 --   one), so the one-row and the batch path can never disagree. Returns NULL when the ack is
 --   acceptable, else the OB002 DETAIL naming the field. Never raises, changes nothing.
 -- Purpose: accept an ActiveConsumerAck@1 and the receipt body it summarizes only when both match
 --   the FROZEN delivery (consumer, expected receipt type and schema version, projection target),
---   the destination's receipt kind and the event (id, digest algorithm, sha); returns the receipt
---   problem (or NULL). Checks, in this order:
+--   the destination's receipt kind (p_kind, joined by the caller) and the event (id, digest
+--   algorithm, sha); returns the problem (or NULL). Cost: every check is a PL/pgSQL expression
+--   on jsonb (no query) except one query for duplicate keys (json vs jsonb key counts of the
+--   three documents) and one for the closed member set; the detailed queries that name a
+--   failing key run only on failure. Checks, in this order:
 --   ack: a JSON object without duplicate keys and with exactly the keys destination,
 --     consumerName, eventId, eventEnvelopeDigestAlgorithmVersion, eventEnvelopeSha256,
 --     appliedReceipt; each equal to the delivery/event.
@@ -34,11 +37,13 @@
 --     (slow path), so the hot path accepts exactly what the slow path accepts.
 -- Caller: outbox.ack_deliveries; granted to nobody.
 CREATE FUNCTION outbox._ack_problem(p_delivery outbox.outbox_deliveries, p_event outbox.outbox_events,
-                                    p_ack json, p_receipt json, p_candidate text)
+                                    p_kind outbox.receipt_kinds, p_ack json, p_receipt json, p_candidate text)
 RETURNS text
 LANGUAGE plpgsql
 STABLE
-SET search_path = pg_catalog, pg_temp
+-- search_path: not SET here on purpose - a SET clause costs a GUC save/restore on every call;
+-- this private helper runs only inside the pinned search_path of its SECURITY DEFINER callers and
+-- schema-qualifies everything.
 AS $fn$
 DECLARE
     c_ack_keys constant text[] := ARRAY['destination', 'consumerName', 'eventId',
@@ -46,8 +51,10 @@ DECLARE
                                         'appliedReceipt'];
     c_body_keys constant text[] := ARRAY['destination', 'consumerName', 'eventId',
                                          'eventEnvelopeDigestAlgorithmVersion', 'eventEnvelopeSha256'];
-    v_dest      outbox.delivery_destinations;
-    v_kind      outbox.receipt_kinds;
+    v_kind      outbox.receipt_kinds := p_kind;
+    v_dup_ack   boolean;
+    v_dup_ar    boolean;
+    v_dup_rc    boolean;
     v_ack       jsonb;
     v_ar        jsonb;
     v_rc        jsonb;
@@ -63,18 +70,31 @@ BEGIN
     IF p_ack IS NULL OR pg_catalog.json_typeof(p_ack) <> 'object' THEN
         RETURN ('ack must be a JSON object (ActiveConsumerAck@1)');
     END IF;
-    SELECT e.key INTO v_key FROM pg_catalog.json_each(p_ack) AS e
-     GROUP BY e.key HAVING pg_catalog.count(*) > 1 LIMIT 1;
-    IF FOUND THEN
+    v_ack := p_ack::jsonb;
+    v_rc := CASE WHEN pg_catalog.json_typeof(p_receipt) = 'object' THEN p_receipt::jsonb END;
+    -- duplicate keys (json keeps them, jsonb does not): one query for the three documents
+    SELECT (SELECT pg_catalog.count(*) FROM pg_catalog.json_object_keys(p_ack))
+               <> (SELECT pg_catalog.count(*) FROM pg_catalog.jsonb_object_keys(v_ack)),
+           CASE WHEN pg_catalog.jsonb_typeof(v_ack->'appliedReceipt') = 'object'
+                THEN (SELECT pg_catalog.count(*) FROM pg_catalog.json_object_keys(p_ack->'appliedReceipt'))
+                         <> (SELECT pg_catalog.count(*) FROM pg_catalog.jsonb_object_keys(v_ack->'appliedReceipt'))
+                ELSE false END,
+           CASE WHEN v_rc IS NOT NULL
+                THEN (SELECT pg_catalog.count(*) FROM pg_catalog.json_object_keys(p_receipt))
+                         <> (SELECT pg_catalog.count(*) FROM pg_catalog.jsonb_object_keys(v_rc))
+                ELSE false END
+      INTO v_dup_ack, v_dup_ar, v_dup_rc;
+    IF v_dup_ack THEN
+        SELECT e.key INTO v_key FROM pg_catalog.json_each(p_ack) AS e
+         GROUP BY e.key HAVING pg_catalog.count(*) > 1 ORDER BY e.key LIMIT 1;
         RETURN (pg_catalog.format('ack: duplicate key %s', v_key));
     END IF;
-    v_ack := p_ack::jsonb;
-    SELECT k INTO v_key FROM pg_catalog.jsonb_object_keys(v_ack) AS k WHERE k <> ALL (c_ack_keys) ORDER BY k LIMIT 1;
-    IF FOUND THEN
+    IF v_ack - c_ack_keys <> '{}'::jsonb THEN
+        SELECT k INTO v_key FROM pg_catalog.jsonb_object_keys(v_ack) AS k WHERE k <> ALL (c_ack_keys) ORDER BY k LIMIT 1;
         RETURN (pg_catalog.format('ack: unknown key %s', v_key));
     END IF;
-    SELECT k INTO v_key FROM pg_catalog.unnest(c_ack_keys) AS k WHERE NOT v_ack ? k LIMIT 1;
-    IF FOUND THEN
+    IF NOT v_ack ?& c_ack_keys THEN
+        SELECT k INTO v_key FROM pg_catalog.unnest(c_ack_keys) AS k WHERE NOT v_ack ? k LIMIT 1;
         RETURN (pg_catalog.format('ack: missing key %s', v_key));
     END IF;
 
@@ -103,19 +123,17 @@ BEGIN
     IF pg_catalog.json_typeof(p_ack->'appliedReceipt') IS DISTINCT FROM 'object' THEN
         RETURN ('ack.appliedReceipt must be a JSON object');
     END IF;
-    SELECT e.key INTO v_key FROM pg_catalog.json_each(p_ack->'appliedReceipt') AS e
-     GROUP BY e.key HAVING pg_catalog.count(*) > 1 LIMIT 1;
-    IF FOUND THEN
+    IF v_dup_ar THEN
+        SELECT e.key INTO v_key FROM pg_catalog.json_each(p_ack->'appliedReceipt') AS e
+         GROUP BY e.key HAVING pg_catalog.count(*) > 1 ORDER BY e.key LIMIT 1;
         RETURN (pg_catalog.format('ack.appliedReceipt: duplicate key %s', v_key));
     END IF;
     v_ar := v_ack->'appliedReceipt';
 
-    SELECT dd.* INTO v_dest FROM outbox.delivery_destinations AS dd WHERE dd.destination = p_delivery.destination;
-    IF v_ar->'kind' IS DISTINCT FROM pg_catalog.to_jsonb(v_dest.receipt_kind) THEN
+    IF v_ar->'kind' IS DISTINCT FROM pg_catalog.to_jsonb(v_kind.receipt_kind) THEN
         RETURN (pg_catalog.format('ack.appliedReceipt.kind %s is not the receipt kind %s of destination %s',
-                                                     coalesce(v_ar->'kind', 'null'::jsonb), v_dest.receipt_kind, v_dest.destination));
+                                                     coalesce(v_ar->'kind', 'null'::jsonb), v_kind.receipt_kind, p_delivery.destination));
     END IF;
-    SELECT rk.* INTO v_kind FROM outbox.receipt_kinds AS rk WHERE rk.receipt_kind = v_dest.receipt_kind;
     IF v_kind.receipt_type IS DISTINCT FROM p_delivery.expected_receipt_type THEN
         RETURN (pg_catalog.format('receipt type %s of kind %s is not the frozen expected receipt type %s',
                                                      v_kind.receipt_type, v_kind.receipt_kind, p_delivery.expected_receipt_type));
@@ -123,13 +141,13 @@ BEGIN
     v_p := v_kind.field_prefix;
     v_quartet := ARRAY[v_p || 'Ref', v_p || 'SchemaVersion', v_p || 'DigestAlgorithmVersion', v_p || 'Digest'];
 
-    SELECT k INTO v_key FROM pg_catalog.jsonb_object_keys(v_ar) AS k
-     WHERE k <> 'kind' AND k <> ALL (v_quartet) ORDER BY k LIMIT 1;
-    IF FOUND THEN
+    IF v_ar - 'kind' - v_quartet <> '{}'::jsonb THEN
+        SELECT k INTO v_key FROM pg_catalog.jsonb_object_keys(v_ar) AS k
+         WHERE k <> 'kind' AND k <> ALL (v_quartet) ORDER BY k LIMIT 1;
         RETURN (pg_catalog.format('ack.appliedReceipt: unknown key %s', v_key));
     END IF;
-    SELECT k INTO v_key FROM pg_catalog.unnest(v_quartet) AS k WHERE NOT v_ar ? k LIMIT 1;
-    IF FOUND THEN
+    IF NOT v_ar ?& v_quartet THEN
+        SELECT k INTO v_key FROM pg_catalog.unnest(v_quartet) AS k WHERE NOT v_ar ? k LIMIT 1;
         RETURN (pg_catalog.format('ack.appliedReceipt: missing receipt quartet field %s', v_key));
     END IF;
     IF pg_catalog.jsonb_typeof(v_ar->v_quartet[1]) IS DISTINCT FROM 'string' OR v_ar->>v_quartet[1] = ''
@@ -152,12 +170,11 @@ BEGIN
     IF p_receipt IS NULL OR pg_catalog.json_typeof(p_receipt) <> 'object' THEN
         RETURN ('receipt must be a JSON object (the receipt body is always passed)');
     END IF;
-    SELECT e.key INTO v_key FROM pg_catalog.json_each(p_receipt) AS e
-     GROUP BY e.key HAVING pg_catalog.count(*) > 1 LIMIT 1;
-    IF FOUND THEN
+    IF v_dup_rc THEN
+        SELECT e.key INTO v_key FROM pg_catalog.json_each(p_receipt) AS e
+         GROUP BY e.key HAVING pg_catalog.count(*) > 1 ORDER BY e.key LIMIT 1;
         RETURN (pg_catalog.format('receipt: duplicate key %s', v_key));
     END IF;
-    v_rc := p_receipt::jsonb;
 
     FOREACH v_key IN ARRAY v_quartet LOOP
         IF NOT v_rc ? v_key THEN
@@ -223,28 +240,28 @@ BEGIN
         END IF;
     END IF;
 
-    -- closed receipt (R-AK-1a): every member is common or registered for the kind, with its type
-    SELECT k INTO v_key FROM pg_catalog.jsonb_object_keys(v_rc) AS k
-     WHERE k <> ALL (v_quartet || c_body_keys || v_kind.time_field)
-       AND NOT EXISTS (SELECT 1 FROM outbox.receipt_kind_members AS m
-                        WHERE m.receipt_kind = v_kind.receipt_kind AND m.member = k)
-     ORDER BY k LIMIT 1;
-    IF FOUND THEN
-        RETURN pg_catalog.format('receipt: unknown member %s (receipts are closed: %s allows only its registered members)',
-                                 v_key, v_kind.receipt_kind);
-    END IF;
-    SELECT pg_catalog.format('receipt: %s', CASE
-               WHEN NOT v_rc ? m.member THEN pg_catalog.format('missing field %s (required for %s)', m.member, m.receipt_kind)
-               ELSE pg_catalog.format('%s must be a JSON %s', m.member, m.json_type) END)
-      INTO v_key
-      FROM outbox.receipt_kind_members AS m
-     WHERE m.receipt_kind = v_kind.receipt_kind
-       AND CASE WHEN NOT v_rc ? m.member THEN m.required
-                WHEN m.json_type = 'integer' THEN pg_catalog.jsonb_typeof(v_rc->m.member) IS DISTINCT FROM 'number'
-                                                  OR v_rc->>m.member !~ '^-?(0|[1-9][0-9]{0,15})$'
-                                                  OR pg_catalog.abs((v_rc->>m.member)::numeric) > 9007199254740991
-                ELSE pg_catalog.jsonb_typeof(v_rc->m.member) IS DISTINCT FROM m.json_type END
-     ORDER BY m.member LIMIT 1;
+    -- closed receipt (R-AK-1a): every member is common or registered for the kind, with its
+    -- type (integers |n| <= 2^53-1) - one query
+    SELECT p.msg INTO v_key
+      FROM (SELECT 1 AS o, k AS n,
+                   pg_catalog.format('receipt: unknown member %s (receipts are closed: %s allows only its registered members)',
+                                     k, v_kind.receipt_kind) AS msg
+              FROM pg_catalog.jsonb_object_keys(v_rc - v_quartet - c_body_keys - v_kind.time_field) AS k
+             WHERE NOT EXISTS (SELECT 1 FROM outbox.receipt_kind_members AS m
+                                WHERE m.receipt_kind = v_kind.receipt_kind AND m.member = k)
+            UNION ALL
+            SELECT 2, m.member,
+                   pg_catalog.format('receipt: %s', CASE
+                       WHEN NOT v_rc ? m.member THEN pg_catalog.format('missing field %s (required for %s)', m.member, m.receipt_kind)
+                       ELSE pg_catalog.format('%s must be a JSON %s', m.member, m.json_type) END)
+              FROM outbox.receipt_kind_members AS m
+             WHERE m.receipt_kind = v_kind.receipt_kind
+               AND CASE WHEN NOT v_rc ? m.member THEN m.required
+                        WHEN m.json_type = 'integer' THEN pg_catalog.jsonb_typeof(v_rc->m.member) IS DISTINCT FROM 'number'
+                                                          OR v_rc->>m.member !~ '^-?(0|[1-9][0-9]{0,15})$'
+                                                          OR pg_catalog.abs((v_rc->>m.member)::numeric) > 9007199254740991
+                        ELSE pg_catalog.jsonb_typeof(v_rc->m.member) IS DISTINCT FROM m.json_type END) AS p
+     ORDER BY p.o, p.n LIMIT 1;
     IF FOUND THEN
         RETURN v_key;
     END IF;
@@ -282,6 +299,6 @@ BEGIN
 END
 $fn$;
 
-COMMENT ON FUNCTION outbox._ack_problem(outbox.outbox_deliveries, outbox.outbox_events, json, json, text) IS
+COMMENT ON FUNCTION outbox._ack_problem(outbox.outbox_deliveries, outbox.outbox_events, outbox.receipt_kinds, json, json, text) IS
     'Private: the ack rule - NULL when an ActiveConsumerAck@1 and its receipt body match the frozen delivery, destination receipt kind and event, else the OB002 detail (SPEC R-AK-1, R-AK-1a, R-AK-2, D-2).';
-REVOKE ALL ON FUNCTION outbox._ack_problem(outbox.outbox_deliveries, outbox.outbox_events, json, json, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._ack_problem(outbox.outbox_deliveries, outbox.outbox_events, outbox.receipt_kinds, json, json, text) FROM PUBLIC;

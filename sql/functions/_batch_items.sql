@@ -1,5 +1,5 @@
 -- outbox._batch_items(p_items json, p_call text, p_keys text[], p_required text[])
--- RETURNS TABLE(ord, item, destination, event_id, attempt_id, lease_token, shape_problem)
+-- RETURNS TABLE(ord, item, item_jsonb, destination, event_id, attempt_id, lease_token, shape_problem)
 -- (private, SPEC R-AK-9)
 -- Purpose: the one parser of outcome batches (ack_deliveries, retry_deliveries,
 --   quarantine_deliveries). p_items must be a JSON array of at most 1000 items (else 22023 for
@@ -9,14 +9,17 @@
 --   member outside p_keys or lacks one of p_required, or a fence field present is not a string
 --   or not a UUID. A missing or null fence field is left NULL: the fencing rule answers it
 --   (OB001 incomplete fence), exactly as for the one-row functions. Members are read with the json (not jsonb) operators so documents inside an item
---   keep their text (duplicate keys stay detectable).
+--   keep their text (duplicate keys stay detectable): item is the json text, item_jsonb the
+--   same item parsed once (for cheap member access; the json operators re-parse on every use).
 -- Caller: the batch outcome functions; granted to nobody.
 CREATE FUNCTION outbox._batch_items(p_items json, p_call text, p_keys text[], p_required text[])
-RETURNS TABLE (ord integer, item json, destination text, event_id uuid, attempt_id uuid, lease_token uuid,
-               shape_problem text)
+RETURNS TABLE (ord integer, item json, item_jsonb jsonb, destination text, event_id uuid, attempt_id uuid,
+               lease_token uuid, shape_problem text)
 LANGUAGE plpgsql
 STABLE
-SET search_path = pg_catalog, pg_temp
+-- search_path: not SET here on purpose - a SET clause costs a GUC save/restore on every call;
+-- this private helper runs only inside the pinned search_path of its SECURITY DEFINER callers and
+-- schema-qualifies everything.
 AS $fn$
 #variable_conflict use_column
 BEGIN
@@ -31,36 +34,47 @@ BEGIN
                   DETAIL = pg_catalog.format('%s items; at most 1000 per call', pg_catalog.json_array_length(p_items));
     END IF;
     RETURN QUERY
-    SELECT x.ord::integer, x.item,
-           CASE WHEN x.obj THEN x.item->>'destination' END,
-           CASE WHEN x.obj AND x.item->>'eventId' ~* c.uuid_re THEN (x.item->>'eventId')::uuid END,
-           CASE WHEN x.obj AND x.item->>'attemptId' ~* c.uuid_re THEN (x.item->>'attemptId')::uuid END,
-           CASE WHEN x.obj AND x.item->>'leaseToken' ~* c.uuid_re THEN (x.item->>'leaseToken')::uuid END,
+    SELECT x.ord::integer, x.item, x.jb, x.jb->>'destination',
+           CASE WHEN x.jb->>'eventId' ~* c.uuid_re THEN (x.jb->>'eventId')::uuid END,
+           CASE WHEN x.jb->>'attemptId' ~* c.uuid_re THEN (x.jb->>'attemptId')::uuid END,
+           CASE WHEN x.jb->>'leaseToken' ~* c.uuid_re THEN (x.jb->>'leaseToken')::uuid END,
            CASE
-               WHEN NOT x.obj THEN pg_catalog.format('item %s is not a JSON object', x.ord)
+               WHEN x.jb IS NULL THEN pg_catalog.format('item %s is not a JSON object', x.ord)
+               -- the common case, decided cheaply: known members, fence fields absent/null/UUID strings
+               WHEN (SELECT pg_catalog.bool_and(k.k = ANY (p_keys) AND
+                                                 (k.k NOT IN ('destination', 'eventId', 'attemptId', 'leaseToken')
+                                                  OR pg_catalog.jsonb_typeof(x.jb->k.k) = 'null'
+                                                  OR (pg_catalog.jsonb_typeof(x.jb->k.k) = 'string'
+                                                      AND (k.k = 'destination' OR x.jb->>k.k ~* c.uuid_re))))
+                       FROM pg_catalog.jsonb_object_keys(x.jb) AS k(k))
+                    AND NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(p_required) AS r(r)
+                                     WHERE coalesce(pg_catalog.jsonb_typeof(x.jb->r.r), 'null') = 'null')
+                   THEN NULL
                ELSE (SELECT pg_catalog.format('item %s: %s', x.ord, p.msg)
                        FROM (SELECT pg_catalog.format('unknown member %s', k.k) AS msg, 1 AS o, k.k AS n
-                               FROM pg_catalog.json_object_keys(x.item) AS k(k)
+                               FROM pg_catalog.jsonb_object_keys(x.jb) AS k(k)
                               WHERE k.k <> ALL (p_keys)
                              UNION ALL
                              SELECT pg_catalog.format('missing member %s', r.r), 2, r.r
                                FROM pg_catalog.unnest(p_required) AS r(r)
-                              WHERE x.item->r.r IS NULL OR pg_catalog.json_typeof(x.item->r.r) = 'null'
+                              WHERE coalesce(pg_catalog.jsonb_typeof(x.jb->r.r), 'null') = 'null'
                              UNION ALL
                              SELECT pg_catalog.format('%s must be a string', f.f), 3, f.f
-                               FROM unnest(ARRAY['destination', 'eventId', 'attemptId', 'leaseToken']) AS f(f)
-                              WHERE pg_catalog.json_typeof(x.item->f.f) NOT IN ('string', 'null')
+                               FROM pg_catalog.unnest(ARRAY['destination', 'eventId', 'attemptId', 'leaseToken']) AS f(f)
+                              WHERE pg_catalog.jsonb_typeof(x.jb->f.f) NOT IN ('string', 'null')
                              UNION ALL
                              SELECT pg_catalog.format('%s is not a UUID', f.f), 4, f.f
-                               FROM unnest(ARRAY['eventId', 'attemptId', 'leaseToken']) AS f(f)
-                              WHERE pg_catalog.json_typeof(x.item->f.f) = 'string' AND x.item->>f.f !~* c.uuid_re) AS p
+                               FROM pg_catalog.unnest(ARRAY['eventId', 'attemptId', 'leaseToken']) AS f(f)
+                              WHERE pg_catalog.jsonb_typeof(x.jb->f.f) = 'string' AND x.jb->>f.f !~* c.uuid_re) AS p
                       ORDER BY p.o, p.n LIMIT 1)
            END
       FROM pg_catalog.json_array_elements(p_items) WITH ORDINALITY AS e(item, ord)
-     CROSS JOIN LATERAL (SELECT e.item, e.ord, pg_catalog.json_typeof(e.item) = 'object' AS obj) AS x
+     CROSS JOIN LATERAL (SELECT e.item, e.ord,
+                                CASE WHEN pg_catalog.json_typeof(e.item) = 'object' THEN e.item::jsonb END AS jb
+                         OFFSET 0) AS x
      CROSS JOIN (SELECT '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'::text AS uuid_re) AS c
      ORDER BY x.ord;
-EXCEPTION WHEN untranslatable_character OR character_not_in_repertoire THEN
+EXCEPTION WHEN untranslatable_character OR character_not_in_repertoire OR invalid_text_representation THEN
     -- PostgreSQL's json operators cannot read a document holding \u0000 anywhere: no item can
     -- be told apart, so the whole call is refused (a caller retries its items one by one).
     RAISE EXCEPTION '%: items are not canonicalizable', p_call

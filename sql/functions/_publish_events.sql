@@ -22,7 +22,9 @@ CREATE FUNCTION outbox._publish_events(p_event_ids uuid[], p_now timestamptz)
 RETURNS uuid[]
 LANGUAGE plpgsql
 VOLATILE
-SET search_path = pg_catalog, pg_temp
+-- search_path: not SET here on purpose - a SET clause costs a GUC save/restore on every call;
+-- this private helper runs only inside the pinned search_path of its SECURITY DEFINER callers and
+-- schema-qualifies everything.
 AS $fn$
 DECLARE
     v_bad      record;

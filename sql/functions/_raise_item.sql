@@ -8,7 +8,9 @@ CREATE FUNCTION outbox._raise_item(p_call text, p_sqlstate text, p_detail text)
 RETURNS void
 LANGUAGE plpgsql
 VOLATILE
-SET search_path = pg_catalog, pg_temp
+-- search_path: not SET here on purpose - a SET clause costs a GUC save/restore on every call;
+-- this private helper runs only inside the pinned search_path of its SECURITY DEFINER callers and
+-- schema-qualifies everything.
 AS $fn$
 BEGIN
     IF p_sqlstate IS NULL THEN

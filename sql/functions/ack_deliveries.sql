@@ -48,15 +48,15 @@ BEGIN
            pg_catalog.array_agg(b.event_id ORDER BY b.ord), pg_catalog.array_agg(b.attempt_id ORDER BY b.ord),
            pg_catalog.array_agg(b.lease_token ORDER BY b.ord),
            pg_catalog.array_agg(b.item->'ack' ORDER BY b.ord), pg_catalog.array_agg(b.item->'receipt' ORDER BY b.ord),
-           pg_catalog.array_agg(CASE WHEN pg_catalog.json_typeof(b.item->'receiptDigestCandidate') = 'string'
-                                     THEN b.item->>'receiptDigestCandidate' END ORDER BY b.ord),
+           pg_catalog.array_agg(CASE WHEN pg_catalog.jsonb_typeof(b.item_jsonb->'receiptDigestCandidate') = 'string'
+                                     THEN b.item_jsonb->>'receiptDigestCandidate' END ORDER BY b.ord),
            pg_catalog.array_agg(CASE WHEN b.shape_problem IS NOT NULL THEN '22023'
-                                     WHEN b.item->'receiptDigestCandidate' IS NOT NULL
-                                      AND pg_catalog.json_typeof(b.item->'receiptDigestCandidate') NOT IN ('string', 'null')
+                                     WHEN b.item_jsonb->'receiptDigestCandidate' IS NOT NULL
+                                      AND pg_catalog.jsonb_typeof(b.item_jsonb->'receiptDigestCandidate') NOT IN ('string', 'null')
                                      THEN '22023' END ORDER BY b.ord),
            pg_catalog.array_agg(coalesce(b.shape_problem,
-                                         CASE WHEN b.item->'receiptDigestCandidate' IS NOT NULL
-                                               AND pg_catalog.json_typeof(b.item->'receiptDigestCandidate') NOT IN ('string', 'null')
+                                         CASE WHEN b.item_jsonb->'receiptDigestCandidate' IS NOT NULL
+                                               AND pg_catalog.jsonb_typeof(b.item_jsonb->'receiptDigestCandidate') NOT IN ('string', 'null')
                                               THEN pg_catalog.format('item %s: receiptDigestCandidate must be a string', b.ord) END)
                                 ORDER BY b.ord)
       INTO v_ord, v_dest, v_event, v_attempt, v_token, v_ack, v_receipt, v_cand, v_state, v_detail
@@ -76,29 +76,34 @@ BEGIN
 
     -- 2. judge every item: shape, then fencing, then the ack rule (a fresh statement: it sees the
     --    committed state of the rows locked above)
-    SELECT pg_catalog.array_agg(j.state ORDER BY j.ord), pg_catalog.array_agg(j.detail ORDER BY j.ord)
+    -- (a MATERIALIZED CTE: each rule runs exactly once per item; a flattened subquery would let
+    -- the planner copy the rule's call into every expression that reads its result)
+    WITH judged AS MATERIALIZED (
+        SELECT u.ord, u.state, u.detail, f.problem AS fence_problem, a.problem AS ack_problem
+          FROM (SELECT x.*, pg_catalog.row_number() OVER (PARTITION BY x.dest, x.ev ORDER BY x.ord) AS rn
+                  FROM unnest(v_ord, v_dest, v_event, v_attempt, v_token, v_ack, v_receipt, v_cand, v_state, v_detail)
+                       AS x(ord, dest, ev, att, tok, ack, rc, cand, state, detail)) AS u
+          LEFT JOIN outbox.outbox_deliveries AS d ON d.destination = u.dest AND d.event_id = u.ev
+          LEFT JOIN outbox.outbox_events AS e ON e.event_id = u.ev
+          LEFT JOIN outbox.delivery_destinations AS dd ON dd.destination = u.dest
+          LEFT JOIN outbox.receipt_kinds AS rk ON rk.receipt_kind = dd.receipt_kind
+         CROSS JOIN LATERAL (
+                SELECT CASE WHEN u.state IS NOT NULL THEN NULL
+                            WHEN u.rn > 1
+                            THEN pg_catalog.format('delivery %s/%s appears more than once in this batch', u.dest, u.ev)
+                            ELSE outbox._fence_problem(d, u.dest, u.ev, u.att, u.tok, v_now) END AS problem
+              ) AS f
+         CROSS JOIN LATERAL (
+                SELECT CASE WHEN u.state IS NULL AND f.problem IS NULL
+                            THEN outbox._ack_problem(d, e, rk, u.ack, u.rc, u.cand) END AS problem
+              ) AS a
+    )
+    SELECT pg_catalog.array_agg(CASE WHEN j.state IS NOT NULL THEN j.state
+                                     WHEN j.fence_problem IS NOT NULL THEN 'OB001'
+                                     WHEN j.ack_problem IS NOT NULL THEN 'OB002' END ORDER BY j.ord),
+           pg_catalog.array_agg(coalesce(j.detail, j.fence_problem, j.ack_problem) ORDER BY j.ord)
       INTO v_state, v_detail
-      FROM (SELECT u.ord,
-                   CASE WHEN u.state IS NOT NULL THEN u.state
-                        WHEN f.problem IS NOT NULL THEN 'OB001'
-                        WHEN a.problem IS NOT NULL THEN 'OB002' END AS state,
-                   coalesce(u.detail, f.problem, a.problem) AS detail
-              FROM (SELECT x.*, pg_catalog.row_number() OVER (PARTITION BY x.dest, x.ev ORDER BY x.ord) AS rn
-                      FROM unnest(v_ord, v_dest, v_event, v_attempt, v_token, v_ack, v_receipt, v_cand, v_state, v_detail)
-                           AS x(ord, dest, ev, att, tok, ack, rc, cand, state, detail)) AS u
-              LEFT JOIN outbox.outbox_deliveries AS d ON d.destination = u.dest AND d.event_id = u.ev
-              LEFT JOIN outbox.outbox_events AS e ON e.event_id = u.ev
-             CROSS JOIN LATERAL (
-                    SELECT CASE WHEN u.state IS NOT NULL THEN NULL
-                                WHEN u.rn > 1
-                                THEN pg_catalog.format('delivery %s/%s appears more than once in this batch', u.dest, u.ev)
-                                ELSE outbox._fence_problem(d, u.dest, u.ev, u.att, u.tok, v_now) END AS problem
-                  ) AS f
-             CROSS JOIN LATERAL (
-                    SELECT CASE WHEN u.state IS NULL AND f.problem IS NULL
-                                THEN outbox._ack_problem(d, e, u.ack, u.rc, u.cand) END AS problem
-                  ) AS a
-           ) AS j;
+      FROM judged AS j;
 
     -- 3. the accepted items: success finish (keeping the receipt body for the audit sweep
     --    outbox.verify_ack_digests), acknowledged with the ack columns (R-AK-3)

@@ -40,23 +40,23 @@ BEGIN
     SELECT pg_catalog.array_agg(b.ord ORDER BY b.ord), pg_catalog.array_agg(b.destination ORDER BY b.ord),
            pg_catalog.array_agg(b.event_id ORDER BY b.ord), pg_catalog.array_agg(b.attempt_id ORDER BY b.ord),
            pg_catalog.array_agg(b.lease_token ORDER BY b.ord),
-           pg_catalog.array_agg(b.item->>'errorCode' ORDER BY b.ord),
-           pg_catalog.array_agg(outbox._dispatch_sanitize_ref(b.item->>'errorRef') ORDER BY b.ord),
+           pg_catalog.array_agg(b.item_jsonb->>'errorCode' ORDER BY b.ord),
+           pg_catalog.array_agg(outbox._dispatch_sanitize_ref(b.item_jsonb->>'errorRef') ORDER BY b.ord),
            pg_catalog.array_agg(CASE WHEN b.shape_problem IS NOT NULL OR c.problem IS NOT NULL THEN '22023' END ORDER BY b.ord),
            pg_catalog.array_agg(coalesce(b.shape_problem, c.problem) ORDER BY b.ord)
       INTO v_ord, v_dest, v_event, v_attempt, v_token, v_code, v_ref, v_state, v_detail
       FROM outbox._batch_items(p_items, 'retry_deliveries',
                                ARRAY['destination', 'eventId', 'attemptId', 'leaseToken', 'errorCode', 'errorRef'],
                                ARRAY[]::text[]) AS b
-      LEFT JOIN outbox.error_codes AS ec ON ec.code = b.item->>'errorCode'
+      LEFT JOIN outbox.error_codes AS ec ON ec.code = b.item_jsonb->>'errorCode'
      CROSS JOIN LATERAL (
             SELECT CASE
                 WHEN b.shape_problem IS NOT NULL THEN NULL
-                WHEN pg_catalog.json_typeof(b.item->'errorCode') <> 'string' OR ec.code IS NULL
-                    THEN pg_catalog.format('error_code %s is not in outbox.error_codes', b.item->'errorCode')
+                WHEN pg_catalog.jsonb_typeof(b.item_jsonb->'errorCode') <> 'string' OR ec.code IS NULL
+                    THEN pg_catalog.format('error_code %s is not in outbox.error_codes', b.item_jsonb->'errorCode')
                 WHEN NOT ec.retryable
                     THEN pg_catalog.format('error_code %s is non-retryable: use quarantine_delivery', ec.code)
-                WHEN b.item->'errorRef' IS NOT NULL AND pg_catalog.json_typeof(b.item->'errorRef') NOT IN ('string', 'null')
+                WHEN b.item_jsonb->'errorRef' IS NOT NULL AND pg_catalog.jsonb_typeof(b.item_jsonb->'errorRef') NOT IN ('string', 'null')
                     THEN 'errorRef must be a string'
             END AS problem
           ) AS c;
@@ -96,6 +96,7 @@ BEGIN
                                 WHEN u.rn > 1
                                 THEN pg_catalog.format('delivery %s/%s appears more than once in this batch', u.dest, u.ev)
                                 ELSE outbox._fence_problem(d, u.dest, u.ev, u.att, u.tok, v_now) END AS problem
+                    OFFSET 0 -- evaluated once per item (never pulled up and duplicated)
                   ) AS f
            ) AS j;
 
