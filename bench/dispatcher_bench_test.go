@@ -10,6 +10,7 @@ package bench
 //       4 destinations. b.N events are appended first (timer stopped, hot path, 1000 per
 //       producer transaction); then a dispatcher starts and is timed until every one is
 //       acknowledged.
+//   BenchmarkDispatcherCPU/<variant>  the dispatcher's own CPU per delivered event (P-5), below.
 //   BenchmarkDispatcherRSS10kInFlight  resident set size of the process with 10,000 deliveries
 //       claimed and in flight at once (consumer blocked), and the delta over the same process
 //       before the dispatcher started.
@@ -17,6 +18,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -25,11 +27,15 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/config"
@@ -343,4 +349,130 @@ func dispBenchMeasureRSS(b *testing.B) map[string]float64 {
 	res["ack_events/s"] = float64(inflight) / time.Since(drainStart).Seconds()
 	r.stop()
 	return res
+}
+
+// BenchmarkDispatcherCPU reports the dispatcher's own CPU per delivered event (SPEC P-5): b.N
+// events (4 destinations) are appended first through the hot path and every consumer answer
+// (receipt + ActiveConsumerAck@1) is built before the clock starts, so the in-process consumer
+// costs a map lookup; the process's user+system CPU (getrusage) is read before the dispatcher
+// starts and after the last ack, and divided by b.N. What remains is the dispatcher: claims,
+// the envelope check, the D-2 receipt candidate, outcome calls, pgx, logging, metrics and the
+// Go runtime. Variants:
+//
+//	grouped        the defaults: sha256-only envelope check, outcomes grouped (2 ms flush)
+//	one_call_each  outcome_flush_interval = 0: one outcome call per delivery
+//	legacy_rows    the rows' stored canonical text removed (as for rows written outside
+//	               append_event): the dispatcher canonicalizes every envelope in Go
+//
+// Besides cpu_us/event: events/s and outcome_calls/event (outcome_batch_size _count / _sum).
+func BenchmarkDispatcherCPU(b *testing.B) {
+	for _, v := range []struct {
+		name   string
+		flush  time.Duration
+		legacy bool
+	}{{"grouped", 2 * time.Millisecond, false}, {"one_call_each", 0, false}, {"legacy_rows", 2 * time.Millisecond, true}} {
+		b.Run(v.name, func(b *testing.B) {
+			const n = 4
+			b.StopTimer()
+			dsn := testdb.URL(b)
+			admin := testdb.Conn(b, dsn, "")
+			testfix.ActivateReference(b, admin)
+			dispBenchAppend(b, dsn, n, b.N)
+			ctx := context.Background()
+			if v.legacy {
+				for _, q := range []string{`SET session_replication_role = replica`,
+					`UPDATE outbox.outbox_events SET event_envelope_canonical = NULL`, `RESET session_replication_role`} {
+					if _, err := admin.Exec(ctx, q); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			answers := dispBenchAnswers(b, admin)
+			cfg := dispBenchConfig(n, config.TransportInProcess, "")
+			cfg.OutcomeFlushInterval = v.flush
+			cons := map[string]wire.Consumer{}
+			for name := range cfg.Destinations {
+				cons[name] = answers
+			}
+			ip := transport.NewInProcess(cons)
+			trs := map[string]transport.Transport{}
+			for name := range cfg.Destinations {
+				trs[name] = ip
+			}
+			runtime.GC()
+			cpu0 := dispBenchCPU(b)
+			b.StartTimer()
+			start := time.Now()
+			r := dispBenchStart(b, dsn, cfg, trs)
+			for r.acked(n) < float64(b.N) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			elapsed := time.Since(start)
+			cpu := dispBenchCPU(b) - cpu0
+			b.StopTimer()
+			var calls, items float64
+			for _, op := range []string{"ack", "retry", "quarantine"} {
+				var pb dto.Metric
+				if err := r.m.OutcomeBatchSize.WithLabelValues(op).(prometheus.Metric).Write(&pb); err != nil {
+					b.Fatal(err)
+				}
+				calls += float64(pb.GetHistogram().GetSampleCount())
+				items += pb.GetHistogram().GetSampleSum()
+			}
+			r.stop()
+			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu_us/event")
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
+			b.ReportMetric(calls/float64(b.N), "outcome_calls/event")
+			if items != float64(b.N) {
+				b.Errorf("outcome items %g for %d events", items, b.N)
+			}
+		})
+	}
+}
+
+// dispBenchCPU is the process's user+system CPU time so far.
+func dispBenchCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// dispBenchPrebuilt answers every delivery with a receipt and ack built in advance.
+type dispBenchPrebuilt map[string]wire.Result
+
+func (p dispBenchPrebuilt) Deliver(_ context.Context, d wire.Delivery) (wire.Result, error) {
+	res, ok := p[d.Destination+"/"+d.EventID]
+	if !ok {
+		return wire.Result{}, errors.New("bench consumer: no answer prepared for " + d.Destination + "/" + d.EventID)
+	}
+	return res, nil
+}
+
+// dispBenchAnswers builds the answer of every delivery in the database (what a correct
+// consumer would return), keyed by destination/event id.
+func dispBenchAnswers(b *testing.B, admin *pgx.Conn) dispBenchPrebuilt {
+	rows, err := admin.Query(context.Background(), `
+		SELECT d.destination, d.consumer_name, d.event_id::text, d.expected_receipt_schema_version,
+		       COALESCE(d.required_projection_name, ''), COALESCE(d.required_projection_version, 0), e.event_envelope_sha256
+		FROM outbox.outbox_deliveries d JOIN outbox.outbox_events e ON e.event_id = d.event_id`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := dispBenchPrebuilt{}
+	for rows.Next() {
+		var d wire.Delivery
+		if err := rows.Scan(&d.Destination, &d.ConsumerName, &d.EventID, &d.ExpectedReceiptSchemaVersion,
+			&d.RequiredProjectionName, &d.RequiredProjectionVersion, &d.EnvelopeSHA256); err != nil {
+			b.Fatal(err)
+		}
+		d.EnvelopeDigestAlgorithmVersion = canon.Algorithm
+		ack, rc := dispBenchAnswer(d)
+		out[d.Destination+"/"+d.EventID] = wire.Result{Status: wire.Acknowledged, Ack: ack, Receipt: rc}
+	}
+	if err := rows.Err(); err != nil {
+		b.Fatal(err)
+	}
+	return out
 }

@@ -452,31 +452,6 @@ func Parse(receipt []byte) (Document, error) {
 	return Document{Kind: info.Kind, Ref: ref, Digest: digest, Receipt: c, Ack: ack, Candidate: cand}, nil
 }
 
-// DigestCandidate returns the kind of a receipt document and the RFC 8785 canonical text of its
-// digest candidate: the document minus <prefix>Ref, <prefix>Digest and the time field (SPEC
-// R-AK-1a). Its SHA-256 is the receipt digest. The dispatcher and the consumer kit pass it with
-// the receipt so that the database verifies instead of canonicalizing (SPEC D-2 hot path). Only
-// the kind is checked, not the rest of the document (Parse does that).
-func DigestCandidate(receipt []byte) (Kind, []byte, error) {
-	c, err := canon.Canonicalize(receipt)
-	if err != nil {
-		return "", nil, invalid("%v", err)
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(c, &m); err != nil {
-		return "", nil, invalid("not a JSON object")
-	}
-	info, err := kindOf(m)
-	if err != nil {
-		return "", nil, err
-	}
-	cand, err := candidate(m, info)
-	if err != nil {
-		return "", nil, err
-	}
-	return info.Kind, cand, nil
-}
-
 // VerifyDigest recomputes the digest of a complete receipt document and compares it with the
 // document's own <prefix>Digest (ErrDigestMismatch). It returns the kind and the digest.
 func VerifyDigest(receipt []byte) (Kind, string, error) {

@@ -176,35 +176,44 @@ func TestDispatcherPermanentRejectionQuarantined(t *testing.T) {
 	}
 }
 
-// R-DP-1, R-AK-7: the dispatcher verifies the envelope digest outside any transaction and never
-// delivers a mismatch: it is quarantined as digest_conflict without a consumer call.
+// R-DP-1, R-AK-7, P-5: the dispatcher verifies the envelope digest outside any transaction and
+// never delivers a mismatch: it is quarantined as digest_conflict without a consumer call. Two
+// ways in: the stored canonical text (what the claim returns and the dispatcher checks by
+// sha256 alone) is altered, or a row without canonical text (written outside append_event) has
+// its payload altered (the dispatcher canonicalizes the rebuilt envelope itself).
 func TestDispatcherDigestMismatchQuarantinedNeverDelivered(t *testing.T) {
 	t.Parallel()
-	db := dpSetup(t)
-	ev := db.appendMetering(t)
-	// Corrupt the stored envelope behind the immutability triggers (superuser, test only): the
-	// canonical bytes claim_deliveries returns no longer hash to the stored digest.
-	ctx := context.Background()
-	if _, err := db.admin.Exec(ctx, `SET session_replication_role = replica`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.admin.Exec(ctx, `UPDATE outbox.outbox_events SET event_payload = '{"tampered":true}',
-		event_envelope_canonical = replace(event_envelope_canonical, '"payload":{', '"payload":{"tampered":true,') WHERE event_id = $1::uuid`, ev); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.admin.Exec(ctx, `RESET session_replication_role`); err != nil {
-		t.Fatal(err)
-	}
-	c := newDPConsumer(func(int, wire.Delivery) dpReply { return dpReply{kind: "ack"} })
-	cfg := dpConfig("dp-digest", dpOneDest(dpMeteringDest))
-	dpStart(t, db, cfg, map[string]transport.Transport{dpMeteringDest: transport.NewInProcess(map[string]wire.Consumer{dpMeteringDest: c})})
-	dpEventually(t, "quarantined", func() bool { return db.status(t, dpMeteringDest, ev) == "quarantined" })
-	got := db.attempts(t, dpMeteringDest, ev)
-	if len(got) != 1 || got[0].Outcome != "non_retryable" || got[0].Code != "digest_conflict" {
-		t.Fatalf("attempts %+v", got)
-	}
-	if c.callsFor(ev) != 0 {
-		t.Fatal("a digest mismatch was delivered")
+	for name, tamper := range map[string]string{
+		"canonical text": `UPDATE outbox.outbox_events SET event_envelope_canonical = replace(event_envelope_canonical, '"sample"', '"tampered"') WHERE event_id = $1::uuid`,
+		"payload of a row without canonical text": `UPDATE outbox.outbox_events SET event_envelope_canonical = NULL, event_payload = '{"tampered":true}' WHERE event_id = $1::uuid`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			db := dpSetup(t)
+			ev := db.appendMetering(t)
+			// Corrupt the stored event behind the immutability triggers (superuser, test only).
+			ctx := context.Background()
+			if _, err := db.admin.Exec(ctx, `SET session_replication_role = replica`); err != nil {
+				t.Fatal(err)
+			}
+			if tag, err := db.admin.Exec(ctx, tamper, ev); err != nil || tag.RowsAffected() != 1 {
+				t.Fatalf("tamper: %v %v", tag, err)
+			}
+			if _, err := db.admin.Exec(ctx, `RESET session_replication_role`); err != nil {
+				t.Fatal(err)
+			}
+			c := newDPConsumer(func(int, wire.Delivery) dpReply { return dpReply{kind: "ack"} })
+			cfg := dpConfig("dp-digest", dpOneDest(dpMeteringDest))
+			dpStart(t, db, cfg, map[string]transport.Transport{dpMeteringDest: transport.NewInProcess(map[string]wire.Consumer{dpMeteringDest: c})})
+			dpEventually(t, "quarantined", func() bool { return db.status(t, dpMeteringDest, ev) == "quarantined" })
+			got := db.attempts(t, dpMeteringDest, ev)
+			if len(got) != 1 || got[0].Outcome != "non_retryable" || got[0].Code != "digest_conflict" {
+				t.Fatalf("attempts %+v", got)
+			}
+			if c.callsFor(ev) != 0 {
+				t.Fatal("a digest mismatch was delivered")
+			}
+		})
 	}
 }
 

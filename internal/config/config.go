@@ -67,6 +67,11 @@ type Config struct {
 	StatsInterval    time.Duration          `toml:"stats_interval"`
 	LogLevel         string                 `toml:"log_level"`
 	Destinations     map[string]Destination `toml:"destinations"`
+
+	// OutcomeFlushInterval bounds how long a finished delivery's outcome waits for others to
+	// share one ack_deliveries / retry_deliveries / quarantine_deliveries call (R-AK-9); 0
+	// records every outcome with its own call.
+	OutcomeFlushInterval time.Duration `toml:"outcome_flush_interval"`
 }
 
 // Destination is the transport of one destination.
@@ -119,6 +124,7 @@ var (
 	PollIntervalBounds     = durBounds{50 * time.Millisecond, 10 * time.Minute}
 	RecoveryIntervalBounds = durBounds{100 * time.Millisecond, time.Hour}
 	StatementTimeoutBounds = durBounds{100 * time.Millisecond, 10 * time.Minute}
+	OutcomeFlushBounds     = durBounds{0, 50 * time.Millisecond}
 	ShutdownGraceBounds    = durBounds{0, 10 * time.Minute}
 	StatsIntervalBounds    = durBounds{time.Second, 10 * time.Minute}
 	TimeoutBounds          = durBounds{100 * time.Millisecond, 10 * time.Minute}
@@ -151,6 +157,8 @@ func Defaults() Config {
 		MetricsAddress:   "127.0.0.1:9464",
 		StatsInterval:    10 * time.Second,
 		LogLevel:         "info",
+
+		OutcomeFlushInterval: 2 * time.Millisecond,
 	}
 }
 
@@ -428,6 +436,7 @@ func (c *Config) Validate() []error {
 	checkDur("poll_interval", c.PollInterval, PollIntervalBounds)
 	checkDur("recovery_interval", c.RecoveryInterval, RecoveryIntervalBounds)
 	checkDur("statement_timeout", c.StatementTimeout, StatementTimeoutBounds)
+	checkDur("outcome_flush_interval", c.OutcomeFlushInterval, OutcomeFlushBounds)
 	checkDur("shutdown_grace", c.ShutdownGrace, ShutdownGraceBounds)
 	checkDur("stats_interval", c.StatsInterval, StatsIntervalBounds)
 	if c.RenewFraction < RenewFractionBounds.min || c.RenewFraction > RenewFractionBounds.max || c.RenewFraction != c.RenewFraction {

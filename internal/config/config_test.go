@@ -51,7 +51,8 @@ func TestValidConfigAndDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("valid config refused: %v", err)
 	}
-	if cfg.BatchSize != 32 || cfg.Lease != 30*time.Second || !cfg.LeaseRenewal || cfg.RenewFraction != 0.5 {
+	if cfg.BatchSize != 32 || cfg.Lease != 30*time.Second || !cfg.LeaseRenewal || cfg.RenewFraction != 0.5 ||
+		cfg.OutcomeFlushInterval != 2*time.Millisecond {
 		t.Fatalf("defaults not applied: %+v", cfg)
 	}
 	d := cfg.Destinations["metering_input_processor"]
@@ -87,6 +88,8 @@ func TestEachBoundRejectedWithClearMessage(t *testing.T) {
 		{"statement_timeout low", `statement_timeout = "10ms"`, "statement_timeout = 10ms is out of range [100ms, 10m0s]"},
 		{"statement_timeout high", `statement_timeout = "11m"`, "statement_timeout = 11m0s is out of range"},
 		{"statement_timeout vs lease", "lease = \"2s\"\nstatement_timeout = \"2s\"", "statement_timeout = 2s must be shorter than lease = 2s"},
+		{"outcome_flush_interval negative", `outcome_flush_interval = "-1ms"`, "outcome_flush_interval = -1ms is out of range [0s, 50ms]"},
+		{"outcome_flush_interval high", `outcome_flush_interval = "51ms"`, "outcome_flush_interval = 51ms is out of range [0s, 50ms]"},
 		{"shutdown_grace negative", `shutdown_grace = "-1s"`, "shutdown_grace = -1s is out of range [0s, 10m0s]"},
 		{"shutdown_grace high", `shutdown_grace = "11m"`, "shutdown_grace = 11m0s is out of range [0s, 10m0s]"},
 		{"db_max_conns low", `db_max_conns = 1`, "db_max_conns = 1 is out of range [2, 500]"},
@@ -182,12 +185,13 @@ func TestEnvOverrides(t *testing.T) {
 	cfg, err := parse(t, base, map[string]string{
 		"PGOUTBOX_BATCH_SIZE": "7", "PGOUTBOX_LEASE": "45s", "PGOUTBOX_LEASE_RENEWAL": "false",
 		"PGOUTBOX_RENEW_FRACTION": "0.25", "PGOUTBOX_WORKER_NAME": "w-2", "PGOUTBOX_METRICS_ADDRESS": "0.0.0.0:9000",
+		"PGOUTBOX_OUTCOME_FLUSH_INTERVAL": "0s",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.BatchSize != 7 || cfg.Lease != 45*time.Second || cfg.LeaseRenewal || cfg.RenewFraction != 0.25 ||
-		cfg.WorkerName != "w-2" || cfg.MetricsAddress != "0.0.0.0:9000" {
+		cfg.WorkerName != "w-2" || cfg.MetricsAddress != "0.0.0.0:9000" || cfg.OutcomeFlushInterval != 0 {
 		t.Fatalf("overrides not applied: %+v", cfg)
 	}
 	// An override is bounded like the file value; an unparseable one names the variable.
@@ -280,7 +284,8 @@ func TestExampleFileIsValid(t *testing.T) {
 		t.Fatalf("example parsed as %+v", cfg.Destinations)
 	}
 	def := Defaults()
-	if cfg.BatchSize != def.BatchSize || cfg.Lease != def.Lease || cfg.ShutdownGrace != def.ShutdownGrace {
+	if cfg.BatchSize != def.BatchSize || cfg.Lease != def.Lease || cfg.ShutdownGrace != def.ShutdownGrace ||
+		cfg.OutcomeFlushInterval != def.OutcomeFlushInterval {
 		t.Fatal("the example's documented defaults drifted from Defaults()")
 	}
 }

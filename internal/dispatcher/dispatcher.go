@@ -1,12 +1,15 @@
 // Package dispatcher is the thin delivery loop of SPEC §8 (R-DP-1..R-DP-6): claim a batch
 // through outbox.claim_deliveries, verify each envelope's digest outside any transaction, deliver
 // with bounded concurrency through the destination's transport, and record the classified
-// outcome with ack_delivery / retry_delivery / quarantine_delivery. It never writes a table and
-// never re-implements a rule the SQL enforces: every state change is one fenced kernel call
-// (internal/pgcall), and anything the kernel refuses is treated as the kernel says.
+// outcome with ack_deliveries / retry_deliveries / quarantine_deliveries, grouping the outcomes
+// of deliveries that finish close together into one call (R-AK-9, outcomes.go). It never writes
+// a table and never re-implements a rule the SQL enforces: every state change is a fenced kernel
+// call (internal/pgcall), each item fenced on its own, and anything the kernel refuses is
+// treated as the kernel says.
 package dispatcher
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -30,6 +33,7 @@ import (
 	"github.com/oceanway/pgoutbox/internal/metrics"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/transport"
+	"github.com/oceanway/pgoutbox/receipt"
 	"github.com/oceanway/pgoutbox/wire"
 )
 
@@ -64,7 +68,12 @@ type Dispatcher struct {
 	// stats always find a connection.
 	dbSlots  chan struct{}
 	inflight atomic.Int64
-	wg       sync.WaitGroup
+	// delivering counts the claimed deliveries that have not yet handed over their outcome
+	// (verifying or in the transport): while it is 0 no outcome group can grow, so an open group
+	// is recorded at once instead of waiting for outcome_flush_interval.
+	delivering atomic.Int64
+	out        outcomeBatchers
+	wg         sync.WaitGroup
 	// hard is cancelled when the shutdown grace has run out: in-flight transport calls abort and
 	// their deliveries are left to lease expiry.
 	hard       context.Context
@@ -106,6 +115,10 @@ func New(o Options) (*Dispatcher, error) {
 			d.m.TransportErrors.WithLabelValues(n, code)
 		}
 	}
+	for _, op := range []string{"ack", "retry", "quarantine"} {
+		d.m.OutcomeBatchSize.WithLabelValues(op)
+	}
+	d.newBatchers()
 	d.hard, d.hardCancel = context.WithCancel(context.Background())
 	return d, nil
 }
@@ -294,6 +307,7 @@ func (d *Dispatcher) claimLoop(ctx context.Context) {
 func (d *Dispatcher) start(r pgcall.ClaimedDelivery, claimedAt time.Time) {
 	d.m.Claims.WithLabelValues(r.Destination, r.EventType, r.EventSchemaVersion).Inc()
 	d.inflight.Add(1)
+	d.delivering.Add(1)
 	d.m.InFlight.Inc()
 	d.wg.Add(1)
 	go func() {
@@ -317,6 +331,8 @@ type job struct {
 	log       *slog.Logger
 	leaseEnds time.Time // local estimate of the lease's end, moved by each renewal
 	mu        sync.Mutex
+	// running: counted in Dispatcher.delivering (touched by the job's own goroutine only).
+	running bool
 }
 
 func (j *job) leaseDeadline() time.Time { j.mu.Lock(); defer j.mu.Unlock(); return j.leaseEnds }
@@ -327,7 +343,13 @@ func (d *Dispatcher) handle(r pgcall.ClaimedDelivery, claimedAt time.Time) {
 		fence:     pgcall.Fence{Destination: r.Destination, EventID: r.EventID, AttemptID: r.AttemptID, LeaseToken: r.LeaseToken},
 		log:       d.log.With("destination", r.Destination, "event_id", r.EventID, "attempt", r.AttemptNumber),
 		leaseEnds: claimedAt.Add(d.cfg.Lease),
+		running:   true,
 	}
+	defer func() {
+		if d.leave(j) { // ended without an outcome (fenced, aborted): groups need not wait for it
+			d.kickAll(nil)
+		}
+	}()
 	// R-DP-1: verify the envelope outside any transaction; never deliver a mismatch.
 	delivery, code := verify(r)
 	if code != "" {
@@ -351,6 +373,9 @@ func (d *Dispatcher) handle(r pgcall.ClaimedDelivery, claimedAt time.Time) {
 	began := time.Now()
 	res, err := safeDeliver(dctx, tr, delivery)
 	elapsed := time.Since(began)
+	// Renewal stops before the outcome is handed over: an outcome waits at most
+	// outcome_flush_interval (≤ 50 ms) plus one call, far inside any lease (≥ 1 s), and once it
+	// is recorded the lease is gone (a renewal then would only be fenced off).
 	close(renewDone)
 	if renewTimer != nil && renewTimer.Stop() {
 		renewWG.Done() // the renewal never started
@@ -392,28 +417,44 @@ func (d *Dispatcher) handle(r pgcall.ClaimedDelivery, claimedAt time.Time) {
 	}
 }
 
-// verify canonicalizes the claimed envelope with internal/canon and compares its digest and
-// identity with the claimed row. It returns the delivery or a non-retryable code.
+// verify checks the claimed envelope against its stored digest and returns the delivery or a
+// non-retryable code (R-DP-1, D-2, P-5).
+//
+// When the claim carries the canonical envelope text the producer's database verified (or
+// computed) at append, sha256 of those bytes equal to the stored digest is the whole proof: the
+// bytes are delivered as they are, never re-canonicalized. The database checked at append that
+// the text is canonical and parses to exactly the envelope it stored (whose event id, type and
+// schema version are the row's), and those columns are immutable (R-SEC-3); the audit sweep
+// outbox.verify_event_digests re-canonicalizes them. Only a row without that text (written
+// outside append_event) is canonicalized here with internal/canon, and its identity compared
+// with the claimed row.
 func verify(r pgcall.ClaimedDelivery) (wire.Delivery, string) {
 	if r.EventEnvelopeDigestAlgorithmVersion != canon.Algorithm {
 		return wire.Delivery{}, transport.CodeUnsupportedSchema
 	}
-	c, err := canon.Canonicalize(r.EventEnvelope)
-	if err != nil {
-		return wire.Delivery{}, transport.CodeEnvelopeInvalid
-	}
-	sum := sha256.Sum256(c)
-	if hex.EncodeToString(sum[:]) != r.EventEnvelopeSHA256 {
-		return wire.Delivery{}, transport.CodeDigestConflict
-	}
-	var id struct {
-		EventID            string `json:"eventId"`
-		EventType          string `json:"eventType"`
-		EventSchemaVersion string `json:"eventSchemaVersion"`
-	}
-	if err := json.Unmarshal(c, &id); err != nil || !strings.EqualFold(id.EventID, r.EventID) ||
-		id.EventType != r.EventType || id.EventSchemaVersion != r.EventSchemaVersion {
-		return wire.Delivery{}, transport.CodeEnvelopeInvalid
+	var c []byte
+	if r.EventEnvelopeCanonical != nil {
+		if !sha256Is(r.EventEnvelopeCanonical, r.EventEnvelopeSHA256) {
+			return wire.Delivery{}, transport.CodeDigestConflict
+		}
+		c = r.EventEnvelopeCanonical
+	} else {
+		var err error
+		if c, err = canon.Canonicalize(r.EventEnvelope); err != nil {
+			return wire.Delivery{}, transport.CodeEnvelopeInvalid
+		}
+		if !sha256Is(c, r.EventEnvelopeSHA256) {
+			return wire.Delivery{}, transport.CodeDigestConflict
+		}
+		var id struct {
+			EventID            string `json:"eventId"`
+			EventType          string `json:"eventType"`
+			EventSchemaVersion string `json:"eventSchemaVersion"`
+		}
+		if err := json.Unmarshal(c, &id); err != nil || !strings.EqualFold(id.EventID, r.EventID) ||
+			id.EventType != r.EventType || id.EventSchemaVersion != r.EventSchemaVersion {
+			return wire.Delivery{}, transport.CodeEnvelopeInvalid
+		}
 	}
 	d := wire.Delivery{
 		Destination: r.Destination, ConsumerName: r.ConsumerName, EventID: r.EventID, AttemptID: r.AttemptID,
@@ -428,6 +469,14 @@ func verify(r pgcall.ClaimedDelivery) (wire.Delivery, string) {
 		d.RequiredProjectionVersion = *r.RequiredProjectionVersion
 	}
 	return d, ""
+}
+
+// sha256Is reports whether sha256(b) is the 64 lower-case hex digits want.
+func sha256Is(b []byte, want string) bool {
+	sum := sha256.Sum256(b)
+	var h [64]byte
+	hex.Encode(h[:], sum[:])
+	return string(h[:]) == want
 }
 
 func safeDeliver(ctx context.Context, t transport.Transport, d wire.Delivery) (res wire.Result, err error) {
@@ -488,12 +537,25 @@ func (d *Dispatcher) renewLoop(j *job, done <-chan struct{}, cancelDelivery cont
 }
 
 func (d *Dispatcher) ack(j *job, res wire.Result) {
+	// D-2 receipt hot path: the receipt's digest candidate, canonicalized here, spares the
+	// database its PL/pgSQL canonicalization (it still checks the candidate against the receipt
+	// and falls back to canonicalizing itself when it is not exactly that).
+	item := pgcall.AckItem{Fence: j.fence, Ack: res.Ack, Receipt: res.Receipt}
+	if _, cand, err := receipt.DigestCandidate(res.Receipt); err == nil {
+		item.ReceiptDigestCandidate = string(cand)
+	}
+	one := func(ctx context.Context) (string, error) {
+		return pgcall.AckDelivery(ctx, d.pool, j.fence, res.Ack, res.Receipt, item.ReceiptDigestCandidate)
+	}
 	var outcome string
-	err := d.outcomeCall(j, "ack", func(ctx context.Context) error {
-		var err error
-		outcome, err = pgcall.AckDelivery(ctx, d.pool, j.fence, res.Ack, res.Receipt)
-		return err
-	})
+	var err error
+	if batchable(item) {
+		outcome, err = record(d, j, d.out.acks, item, one)
+	} else {
+		// Documents a batch could not carry (not JSON, or holding \u0000) would fail the whole
+		// batch: recorded alone, where the kernel refuses them as before.
+		outcome, err = d.recordSingle(j, "ack", one)
+	}
 	switch {
 	case err == nil:
 		failpoint.Inject(failpoint.AfterAck) // T-3: ack committed
@@ -517,12 +579,10 @@ func (d *Dispatcher) retry(j *job, code, ref string) {
 	if ref = transport.SanitizeRef(ref); ref != "" {
 		refp = &ref
 	}
-	var state string
-	err := d.outcomeCall(j, "retry", func(ctx context.Context) error {
-		var err error
-		state, err = pgcall.RetryDelivery(ctx, d.pool, j.fence, code, refp)
-		return err
-	})
+	state, err := record(d, j, d.out.retries, pgcall.RetryItem{Fence: j.fence, ErrorCode: code, ErrorRef: refp},
+		func(ctx context.Context) (string, error) {
+			return pgcall.RetryDelivery(ctx, d.pool, j.fence, code, refp)
+		})
 	switch {
 	case err == nil:
 		d.m.Retries.WithLabelValues(j.r.Destination, j.r.EventType, j.r.EventSchemaVersion, code, state).Inc()
@@ -540,9 +600,10 @@ func (d *Dispatcher) retry(j *job, code, ref string) {
 }
 
 func (d *Dispatcher) quarantine(j *job, code string) {
-	err := d.outcomeCall(j, "quarantine", func(ctx context.Context) error {
-		return pgcall.QuarantineDelivery(ctx, d.pool, j.fence, code, code)
-	})
+	_, err := record(d, j, d.out.quarantines, pgcall.QuarantineItem{Fence: j.fence, Reason: code, ErrorCode: code},
+		func(ctx context.Context) (string, error) {
+			return "quarantined", pgcall.QuarantineDelivery(ctx, d.pool, j.fence, code, code)
+		})
 	switch {
 	case err == nil:
 		d.m.Quarantines.WithLabelValues(j.r.Destination, j.r.EventType, j.r.EventSchemaVersion, code).Inc()
@@ -552,6 +613,13 @@ func (d *Dispatcher) quarantine(j *job, code string) {
 	default:
 		j.log.Error("quarantine not recorded; left to lease expiry", "error_code", code, "error", safeErr(err), "sqlstate", pgcall.SQLState(err))
 	}
+}
+
+// batchable reports whether an ack item's documents can travel inside a batch document: JSON,
+// and without \u0000 (which PostgreSQL cannot store as jsonb: the whole call would fail with
+// OB201). A receipt with a candidate was canonicalized by internal/canon, which refuses both.
+func batchable(it pgcall.AckItem) bool {
+	return it.ReceiptDigestCandidate != "" && json.Valid(it.Ack) && !bytes.Contains(it.Ack, []byte(`\u0000`))
 }
 
 func (d *Dispatcher) fenced(j *job, op string) {
@@ -576,6 +644,7 @@ func (d *Dispatcher) outcomeCall(j *job, op string, call func(ctx context.Contex
 		err := call(ctx)
 		cancel()
 		d.releaseDB()
+		d.m.OutcomeBatchSize.WithLabelValues(op).Observe(1)
 		if err == nil || !isTransientDB(err) {
 			return err
 		}

@@ -78,6 +78,47 @@ func TestVerify(t *testing.T) {
 	}
 }
 
+// P-5, D-2: with the canonical text the producer's database verified, sha256 of those bytes is
+// the whole check: they are delivered as they are (the same bytes, never re-canonicalized).
+func TestVerifyCanonicalSHA256Only(t *testing.T) {
+	t.Parallel()
+	r := claimed(t, envOK)
+	c, _ := canon.Canonicalize([]byte(envOK))
+	r.EventEnvelopeCanonical, r.EventEnvelope = c, c
+	d, code := verify(r)
+	if code != "" {
+		t.Fatalf("valid canonical envelope refused: %s", code)
+	}
+	if &d.Envelope[0] != &c[0] || len(d.Envelope) != len(c) {
+		t.Fatal("the delivered envelope is not the stored canonical bytes")
+	}
+	bad := r
+	bad.EventEnvelopeSHA256 = strings.Repeat("0", 64)
+	if _, code := verify(bad); code != "digest_conflict" {
+		t.Fatalf("digest mismatch: %q", code)
+	}
+	bad = r
+	bad.EventEnvelopeCanonical = append([]byte(nil), c...)
+	bad.EventEnvelopeCanonical[len(c)-2] ^= 1 // one flipped bit
+	if _, code := verify(bad); code != "digest_conflict" {
+		t.Fatalf("altered bytes: %q", code)
+	}
+	bad = r
+	bad.EventEnvelopeDigestAlgorithmVersion = "sha1"
+	if _, code := verify(bad); code != "unsupported_schema" {
+		t.Fatalf("unknown algorithm: %q", code)
+	}
+	// No canonicalization on this path: bytes whose sha256 matches are delivered even when they
+	// are not in canonical form (what the database stored and verified is authoritative).
+	loose := []byte(envOK)
+	sum := sha256.Sum256(loose)
+	r2 := claimed(t, envOK)
+	r2.EventEnvelopeCanonical, r2.EventEnvelope, r2.EventEnvelopeSHA256 = loose, loose, hex.EncodeToString(sum[:])
+	if d, code := verify(r2); code != "" || string(d.Envelope) != envOK {
+		t.Fatalf("sha256-matching bytes: %q", code)
+	}
+}
+
 type timeoutErr struct{}
 
 func (timeoutErr) Error() string   { return "i/o timeout" }

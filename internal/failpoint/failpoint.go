@@ -44,10 +44,13 @@ const (
 	AfterClaim   = "after_claim"   // the claim returned rows; no consumer called yet
 	AfterDeliver = "after_deliver" // the consumer acknowledged (its receipt is committed); ack_delivery not called
 	AfterAck     = "after_ack"     // ack_delivery returned successfully
+	// DuringBatchAck: ack_deliveries (two or more items) ran and returned its rows inside its
+	// transaction, which is not committed yet (R-AK-9: the batch is all or nothing).
+	DuringBatchAck = "during_batch_ack"
 )
 
 // Names are the failpoints Configure accepts.
-var Names = []string{BeforeClaim, AfterClaim, AfterDeliver, AfterAck}
+var Names = []string{BeforeClaim, AfterClaim, AfterDeliver, AfterAck, DuringBatchAck}
 
 // Action is what an armed failpoint does on its N-th hit.
 type Action string

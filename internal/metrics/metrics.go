@@ -33,6 +33,7 @@ type Metrics struct {
 	TransportErrors   *prometheus.CounterVec   // destination, error_code
 	DatabaseErrors    *prometheus.CounterVec   // outcome (the operation: claim|ack|retry|quarantine|renew|recover|listen|stats)
 	DeliveryLatency   *prometheus.HistogramVec // destination, event_type, schema_version, outcome
+	OutcomeBatchSize  *prometheus.HistogramVec // outcome (the call: ack|retry|quarantine); items per outcome call
 	InFlight          prometheus.Gauge
 	Pending           *prometheus.GaugeVec // destination
 	Leased            *prometheus.GaugeVec // destination
@@ -79,6 +80,9 @@ func New() *Metrics {
 		DeliveryLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: "dispatcher", Name: "delivery_duration_seconds",
 			Help:    "Transport call duration (consumer latency), by outcome class.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}, append(dl, "outcome")),
+		OutcomeBatchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: "dispatcher", Name: "outcome_batch_size",
+			Help:    "Outcomes recorded per kernel call (ack_deliveries/retry_deliveries/quarantine_deliveries, or a one-row call), by call (ack|retry|quarantine). _count is the number of calls, _sum the outcomes they carried (R-AK-9).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000}}, []string{"outcome"}),
 		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: "dispatcher", Name: "inflight_deliveries",
 			Help: "Deliveries claimed by this process and not yet finished."}),
 		Pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "pending_deliveries",
@@ -95,7 +99,7 @@ func New() *Metrics {
 			Help: "Always 1; the dispatcher's version and Go version."}, []string{"version", "go_version"}),
 	}
 	m.Registry.MustRegister(m.Claims, m.Acks, m.Retries, m.Quarantines, m.FencingRejections, m.LeaseExpiries,
-		m.TransportErrors, m.DatabaseErrors, m.DeliveryLatency, m.InFlight, m.Pending, m.Leased,
+		m.TransportErrors, m.DatabaseErrors, m.DeliveryLatency, m.OutcomeBatchSize, m.InFlight, m.Pending, m.Leased,
 		m.OldestPendingAge, m.OldestGapAge, m.StatsUp, m.BuildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.BuildInfo.WithLabelValues(version(), runtime.Version()).Set(1)

@@ -22,6 +22,7 @@ func TestOnlyAllowedLabels(t *testing.T) {
 	m.TransportErrors.WithLabelValues("d", "transport_error").Inc()
 	m.DatabaseErrors.WithLabelValues("claim").Inc()
 	m.DeliveryLatency.WithLabelValues("d", "t", "1", "acknowledged").Observe(0.01)
+	m.OutcomeBatchSize.WithLabelValues("ack").Observe(12)
 	m.SetStats([]string{"d"}, []DestinationStats{{Destination: "d", Pending: 3, OldestPendingAge: 2 * time.Second}})
 	fams, err := m.Registry.Gather()
 	if err != nil {
@@ -42,7 +43,7 @@ func TestOnlyAllowedLabels(t *testing.T) {
 			}
 		}
 	}
-	if seen < 14 {
+	if seen < 15 {
 		t.Fatalf("only %d pgoutbox families", seen)
 	}
 }

@@ -1,6 +1,7 @@
 package pgcall
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -134,11 +135,15 @@ func rawOrNull(r json.RawMessage) json.RawMessage {
 }
 
 func outcomeBatch(ctx context.Context, db DBTX, call, sql string, doc any) ([]ItemOutcome, error) {
-	b, err := json.Marshal(doc)
-	if err != nil {
+	// No HTML escaping: the documents inside reach the database with the caller's text (the
+	// receipt kept on the finish is the text the one-row function would keep).
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(doc); err != nil {
 		return nil, fmt.Errorf("%s: %w", call, err)
 	}
-	rows, err := db.Query(ctx, sql, string(b))
+	rows, err := db.Query(ctx, sql, buf.String())
 	if err != nil {
 		return nil, interpretError(call, err)
 	}

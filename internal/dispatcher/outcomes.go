@@ -1,0 +1,319 @@
+package dispatcher
+
+// Grouped outcome calls (SPEC R-AK-9, issue 9 item 6). Deliveries that finish close together
+// share one ack_deliveries / retry_deliveries / quarantine_deliveries call: one transaction
+// and one round trip for the group instead of one per delivery. Each item still carries its own
+// fence and is judged by the kernel on its own (an item refused by fencing or validation comes
+// back with its SQLSTATE and changes nothing); the delivery that submitted it handles that
+// answer exactly like the one-row call's error.
+//
+// When a group is flushed:
+//   - at once when no other delivery is still running (nothing could join: a lone delivery is
+//     never delayed), or when the group is full (batch_size, at most 1000 items);
+//   - otherwise after outcome_flush_interval from its first item (default 2 ms);
+//   - a group of one is recorded with the one-row call, exactly as before grouping.
+//
+// A call that fails as a whole (connection lost, 22023, OB201 for a document the server cannot
+// store, a row count that does not match) changed nothing: each of its items is then recorded
+// with its own one-row call, with the usual transient-error retries, so one bad item never
+// blocks the others.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/oceanway/pgoutbox/internal/failpoint"
+	"github.com/oceanway/pgoutbox/internal/pgcall"
+)
+
+// outcomeResult is what a delivery waiting for its outcome gets back.
+type outcomeResult struct {
+	outcome string // complete | not_complete, pending | quarantined, quarantined
+	err     error  // the item's rejection (a *pgcall.Error), errShutdown, or nil
+	// single: record this item with its own one-row call (a group of one, or a batch call that
+	// failed as a whole).
+	single bool
+}
+
+type pendingOutcome[T any] struct {
+	item  T
+	fence pgcall.Fence
+	done  chan outcomeResult
+}
+
+// kicker is the part of a batcher that does not depend on its item type.
+type kicker interface{ kick() }
+
+// batcher groups the outcomes of one kind (ack, retry or quarantine).
+type batcher[T any] struct {
+	op       string
+	interval time.Duration
+	max      int
+	// idle reports that no delivery is still running (none could join the group).
+	idle func() bool
+	// call records a group of two or more items and returns one result per item, in order.
+	call func(items []pendingOutcome[T]) []outcomeResult
+
+	mu    sync.Mutex
+	group []pendingOutcome[T]
+	timer *time.Timer
+	gen   uint64
+}
+
+// submit adds item to the open group and waits for its result. left is called under the
+// batcher's lock right after the item joined (the delivery stops counting as running); when it
+// returns true the other batchers are kicked (see Dispatcher.leave).
+func (b *batcher[T]) submit(item T, fence pgcall.Fence, left func() bool, others func()) outcomeResult {
+	p := pendingOutcome[T]{item: item, fence: fence, done: make(chan outcomeResult, 1)}
+	b.mu.Lock()
+	b.group = append(b.group, p)
+	last := left()
+	var g []pendingOutcome[T]
+	switch {
+	case len(b.group) >= b.max || b.interval <= 0 || b.idle():
+		g = b.takeLocked()
+	case len(b.group) == 1:
+		gen := b.gen
+		b.timer = time.AfterFunc(b.interval, func() { b.flush(gen) })
+	}
+	b.mu.Unlock()
+	if last {
+		others()
+	}
+	if g != nil {
+		b.run(g)
+	}
+	return <-p.done
+}
+
+func (b *batcher[T]) takeLocked() []pendingOutcome[T] {
+	g := b.group
+	b.group = nil
+	b.gen++
+	if b.timer != nil {
+		b.timer.Stop()
+		b.timer = nil
+	}
+	return g
+}
+
+// flush records the group of generation gen if it is still open (the interval ran out).
+func (b *batcher[T]) flush(gen uint64) {
+	b.mu.Lock()
+	var g []pendingOutcome[T]
+	if b.gen == gen && len(b.group) > 0 {
+		g = b.takeLocked()
+	}
+	b.mu.Unlock()
+	if g != nil {
+		b.run(g)
+	}
+}
+
+// kick records the open group now, in its own goroutine (the last running delivery ended).
+func (b *batcher[T]) kick() {
+	b.mu.Lock()
+	var g []pendingOutcome[T]
+	if len(b.group) > 0 {
+		g = b.takeLocked()
+	}
+	b.mu.Unlock()
+	if g != nil {
+		go b.run(g)
+	}
+}
+
+func (b *batcher[T]) run(g []pendingOutcome[T]) {
+	if len(g) == 1 {
+		g[0].done <- outcomeResult{single: true}
+		return
+	}
+	res := b.call(g)
+	for i, p := range g {
+		p.done <- res[i]
+	}
+}
+
+// outcomeBatchers are the dispatcher's three batchers.
+type outcomeBatchers struct {
+	acks        *batcher[pgcall.AckItem]
+	retries     *batcher[pgcall.RetryItem]
+	quarantines *batcher[pgcall.QuarantineItem]
+}
+
+func (d *Dispatcher) newBatchers() {
+	maxItems := min(max(d.cfg.BatchSize, 1), 1000) // 1000: the kernel's bound per call
+	idle := func() bool { return d.delivering.Load() == 0 }
+	d.out.acks = &batcher[pgcall.AckItem]{op: "ack", interval: d.cfg.OutcomeFlushInterval, max: maxItems, idle: idle,
+		call: func(g []pendingOutcome[pgcall.AckItem]) []outcomeResult {
+			return batchCall(d, "ack", g, d.ackBatch)
+		}}
+	d.out.retries = &batcher[pgcall.RetryItem]{op: "retry", interval: d.cfg.OutcomeFlushInterval, max: maxItems, idle: idle,
+		call: func(g []pendingOutcome[pgcall.RetryItem]) []outcomeResult {
+			return batchCall(d, "retry", g, func(ctx context.Context, items []pgcall.RetryItem) ([]pgcall.ItemOutcome, error) {
+				return pgcall.RetryDeliveries(ctx, d.pool, items)
+			})
+		}}
+	d.out.quarantines = &batcher[pgcall.QuarantineItem]{op: "quarantine", interval: d.cfg.OutcomeFlushInterval, max: maxItems, idle: idle,
+		call: func(g []pendingOutcome[pgcall.QuarantineItem]) []outcomeResult {
+			return batchCall(d, "quarantine", g, func(ctx context.Context, items []pgcall.QuarantineItem) ([]pgcall.ItemOutcome, error) {
+				return pgcall.QuarantineDeliveries(ctx, d.pool, items)
+			})
+		}}
+}
+
+// kickAll records every open group now (no delivery is running any more).
+func (d *Dispatcher) kickAll(except kicker) {
+	for _, k := range []kicker{d.out.acks, d.out.retries, d.out.quarantines} {
+		if k != except {
+			k.kick()
+		}
+	}
+}
+
+// leave marks j as no longer running (its outcome is about to be recorded, or it ends without
+// one). It reports whether j was the last running delivery.
+func (d *Dispatcher) leave(j *job) bool {
+	if !j.running {
+		return false
+	}
+	j.running = false
+	return d.delivering.Add(-1) == 0
+}
+
+// record hands one outcome to its batcher and waits for it; when the batcher answers single
+// (a group of one, or a batch that failed as a whole) it records it with the one-row call,
+// retrying transient database errors as outcomeCall does.
+func record[T any](d *Dispatcher, j *job, b *batcher[T], item T, one func(ctx context.Context) (string, error)) (string, error) {
+	r := b.submit(item, j.fence, func() bool { return d.leave(j) }, func() { d.kickAll(b) })
+	if !r.single {
+		return r.outcome, r.err
+	}
+	var out string
+	err := d.outcomeCall(j, b.op, func(ctx context.Context) error {
+		var err error
+		out, err = one(ctx)
+		return err
+	})
+	return out, err
+}
+
+// recordSingle records one outcome with the one-row call, outside any group (an item the batch
+// document could not carry).
+func (d *Dispatcher) recordSingle(j *job, op string, one func(ctx context.Context) (string, error)) (string, error) {
+	if d.leave(j) {
+		d.kickAll(nil)
+	}
+	var out string
+	err := d.outcomeCall(j, op, func(ctx context.Context) error {
+		var err error
+		out, err = one(ctx)
+		return err
+	})
+	return out, err
+}
+
+// batchCall records a group of two or more items with one batch call. Like outcomeCall, it waits
+// for a database slot (none once the shutdown grace is over: the items are left to lease
+// expiry) and is bounded by the statement timeout. A whole-call failure sends every item back
+// to its delivery to be recorded one by one.
+func batchCall[T any](d *Dispatcher, op string, g []pendingOutcome[T], call func(ctx context.Context, items []T) ([]pgcall.ItemOutcome, error)) []outcomeResult {
+	res := make([]outcomeResult, len(g))
+	if !d.acquireDB(d.hard) {
+		d.abandoned.Add(int64(len(g)))
+		for i := range res {
+			res[i].err = errShutdown
+		}
+		return res
+	}
+	items := make([]T, len(g))
+	for i, p := range g {
+		items[i] = p.item
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.hard), d.cfg.StatementTimeout+time.Second)
+	outs, err := call(ctx, items)
+	cancel()
+	d.releaseDB()
+	d.m.OutcomeBatchSize.WithLabelValues(op).Observe(float64(len(g)))
+	if err == nil {
+		err = checkRows(g, outs)
+	}
+	if err != nil {
+		if isTransientDB(err) {
+			d.m.DatabaseErrors.WithLabelValues(op).Inc()
+		}
+		d.log.Warn("batch outcome call failed as a whole (nothing recorded); recording its items one by one",
+			"operation", op, "items", len(g), "error", safeErr(err), "sqlstate", pgcall.SQLState(err))
+		for i := range res {
+			res[i].single = true
+		}
+		return res
+	}
+	for i, o := range outs {
+		res[i] = outcomeResult{outcome: o.Outcome, err: itemError(op, o)}
+	}
+	return res
+}
+
+// checkRows verifies that the kernel answered one row per item, in input order.
+func checkRows[T any](g []pendingOutcome[T], outs []pgcall.ItemOutcome) error {
+	if len(outs) != len(g) {
+		return fmt.Errorf("batch outcome call returned %d rows for %d items", len(outs), len(g))
+	}
+	for i, o := range outs {
+		if o.Destination != g[i].fence.Destination || !strings.EqualFold(o.EventID, g[i].fence.EventID) ||
+			!strings.EqualFold(o.AttemptID, g[i].fence.AttemptID) {
+			return fmt.Errorf("batch outcome call: row %d is not its item", i+1)
+		}
+	}
+	return nil
+}
+
+// errItemRejected stands for an item SQLSTATE without a sentinel of its own (e.g. 22023).
+var errItemRejected = errors.New("outcome item rejected")
+
+// itemError turns a rejected item into the error its one-row call would have raised: a
+// *pgcall.Error carrying the sentinel and the SQLSTATE (errors.Is and pgcall.SQLState work as
+// for the one-row call; safeErr keeps the DETAIL out of logs). nil when the item was accepted.
+func itemError(op string, o pgcall.ItemOutcome) error {
+	if !o.Rejected() {
+		return nil
+	}
+	s, ok := pgcall.SQLStates[o.SQLState]
+	if !ok {
+		s = errItemRejected
+	}
+	return fmt.Errorf("%s deliveries: %w", op, &pgcall.Error{Sentinel: s,
+		PgErr: &pgconn.PgError{Severity: "ERROR", Code: o.SQLState, Message: "batch item rejected", Detail: o.Detail}})
+}
+
+// ackBatch calls ack_deliveries. With failpoints armed (tests only) the call runs inside an
+// explicit transaction so that the during_batch_ack failpoint can kill the process after the
+// statement returned its rows and before its commit (T-3, R-AK-9: all or nothing).
+func (d *Dispatcher) ackBatch(ctx context.Context, items []pgcall.AckItem) ([]pgcall.ItemOutcome, error) {
+	if !failpoint.Armed() {
+		return pgcall.AckDeliveries(ctx, d.pool, items)
+	}
+	tx, err := d.pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	outs, err := pgcall.AckDeliveries(ctx, tx, items)
+	if err != nil {
+		return nil, err
+	}
+	deliveries := make([]string, len(items))
+	for i, it := range items {
+		deliveries[i] = it.Destination + "/" + it.EventID
+	}
+	d.log.Info("test mode: ack_deliveries returned; its transaction is not committed yet", "items", len(items), "deliveries", deliveries)
+	failpoint.Inject(failpoint.DuringBatchAck)
+	return outs, tx.Commit(ctx)
+}
