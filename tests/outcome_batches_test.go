@@ -228,6 +228,28 @@ func TestRetryDeliveriesMixed(t *testing.T) {
 	if s := dxStatus(t, b.admin, c.Destination, c.EventID); s != "pending" {
 		t.Fatalf("awaiting_revision exhausted: %s", s)
 	}
+	// ... and stays visible: the oldest open gap age per destination (metrics source and status).
+	auditor := testdb.Conn(t, b.dsn, "outbox_auditor")
+	stats, err := pgcall.DeliveryStats(ctx, auditor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, err := pgcall.DeliveryStatus(ctx, auditor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range stats {
+		gap := stats[i].OldestGapAge
+		if (stats[i].Destination == dxDestMetering) != (gap > 0) {
+			t.Errorf("delivery_stats %s: oldest gap age %v", stats[i].Destination, gap)
+		}
+	}
+	for i := range status {
+		gap := status[i].OldestGapAge
+		if (status[i].Destination == dxDestMetering) != (gap > 0) {
+			t.Errorf("delivery_status %s: oldest gap age %v", status[i].Destination, gap)
+		}
+	}
 	// the rejected items are untouched and still leased
 	for _, i := range []int{2, 3} {
 		if s := dxStatus(t, b.admin, cs[i].Destination, cs[i].EventID); s != "leased" || dxFinishes(t, b.admin, cs[i].AttemptID) != 0 {

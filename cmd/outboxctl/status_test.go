@@ -85,7 +85,7 @@ func TestStatusOutput(t *testing.T) {
 	found := map[string][]string{}
 	for _, l := range lines[1:] {
 		f := strings.Fields(l)
-		if len(f) == 7 {
+		if len(f) == 8 {
 			found[f[0]] = f
 		}
 		if l == "" {
@@ -93,12 +93,12 @@ func TestStatusOutput(t *testing.T) {
 		}
 	}
 	m := found["metering_input_processor"]
-	if m == nil || m[1] != "metering_input_processor_consumer" || m[2] != "1" || m[3] != "1" || m[4] != "1" || m[5] != "1" || m[6] == "-" {
+	if m == nil || m[1] != "metering_input_processor_consumer" || m[2] != "1" || m[3] != "1" || m[4] != "1" || m[5] != "1" || m[6] == "-" || m[7] != "-" {
 		t.Fatalf("metering row %v in\n%s", m, text)
 	}
 	for _, d := range []string{"core_operations", "billing_finalization_coordinator", "billing_settlement_catch_up"} {
 		r := found[d]
-		if r == nil || r[2] != "0" || r[3] != "0" || r[4] != "0" || r[5] != "0" || r[6] != "-" {
+		if r == nil || r[2] != "0" || r[3] != "0" || r[4] != "0" || r[5] != "0" || r[6] != "-" || r[7] != "-" {
 			t.Fatalf("%s row %v in\n%s", d, r, text)
 		}
 	}
