@@ -107,6 +107,12 @@ GROUP BY dd.destination, dd.consumer_name;
 COMMENT ON VIEW outbox.delivery_status IS
     'Per-destination pending/leased/acknowledged/quarantined counts, oldest undelivered age and oldest open revision gap age (R-AK-5) (operator read, outboxctl status). Read-only.';
 
+-- P-4: the deliveries' immutability trigger fires only for a violating update (WHEN clause).
+-- (CASCADE drops exactly the triggers that use this function: immutable, no_truncate and, where
+-- 005 already installed this file's version, no_delete)
+DROP FUNCTION outbox.tg_outbox_deliveries__immutable() CASCADE;
+{{ template "triggers/outbox_deliveries__immutable.sql" . }}
+
 -- R-AK-9: batch outcome functions; the one-row functions become batches of one (one rule each).
 DROP FUNCTION IF EXISTS outbox.ack_delivery(text, uuid, uuid, uuid, json, json);
 DROP FUNCTION IF EXISTS outbox.ack_delivery(text, uuid, uuid, uuid, json, json, text);
@@ -118,7 +124,8 @@ DROP FUNCTION IF EXISTS outbox._dispatch_quarantine(outbox.outbox_deliveries, te
 DROP FUNCTION IF EXISTS outbox._ack_reject(text);
 DROP FUNCTION outbox._dispatch_fence(text, uuid, uuid, uuid, timestamptz);
 DROP FUNCTION outbox._dispatch_recover(text[], integer, timestamptz);
-DROP FUNCTION outbox.claim_deliveries(text, text[], integer, interval);
+DROP FUNCTION IF EXISTS outbox.claim_deliveries(text, text[], integer, interval);
+DROP FUNCTION IF EXISTS outbox.claim_deliveries(text, text[], integer, interval, text);
 {{ template "functions/_fence_problem.sql" . }}
 {{ template "functions/_dispatch_fence.sql" . }}
 {{ template "functions/_quarantine_write.sql" . }}

@@ -41,7 +41,7 @@ const claimDeliveriesSQL = `SELECT destination, consumer_name, event_id::text, a
        CASE WHEN event_envelope_canonical IS NULL THEN event_envelope::text END,
        event_envelope_digest_algorithm_version, event_envelope_sha256, event_type, event_schema_version,
        event_envelope_canonical
-FROM outbox.claim_deliveries($1::text, $2::text[], $3::int, $4::interval)`
+FROM outbox.claim_deliveries($1::text, $2::text[], $3::int, $4::interval, 'canonical')`
 
 // intervalString renders d as a PostgreSQL interval literal with microsecond precision.
 func intervalString(d time.Duration) string {

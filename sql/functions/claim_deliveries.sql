@@ -31,7 +31,9 @@
 --   event_envelope_canonical is the canonical envelope text append_event verified or computed
 --   (D-2): a caller checks sha256(text) = event_envelope_sha256 and sends those bytes, without
 --   canonicalizing again (P-5). event_envelope is the same document as jsonb (rebuilt from the
---   stored columns, outbox._event_envelope, only for a row without stored text).
+--   stored columns, outbox._event_envelope, for a row without stored text). p_envelope
+--   'canonical' (what the Go dispatcher passes) leaves event_envelope NULL whenever the canonical
+--   text is there: turning 100 envelopes into jsonb costs more than the rest of the claim (P-4).
 -- Time: now = clock_timestamp() captured once at the start of the call and used for the
 --   eligibility test, the lease expiry, last_attempt_at and started_at. The claim is meant to run
 --   in its own short transaction (R-CL-5: commit before calling the consumer); taking the wall
@@ -42,7 +44,8 @@
 --   destination that is not a literal or not registered, a batch size outside 1..1000, a lease
 --   outside 1 second..1 hour.
 -- Caller: outbox_dispatcher.
-CREATE FUNCTION outbox.claim_deliveries(p_worker text, p_destinations text[], p_batch_size integer, p_lease interval)
+CREATE FUNCTION outbox.claim_deliveries(p_worker text, p_destinations text[], p_batch_size integer, p_lease interval,
+                                        p_envelope text DEFAULT 'jsonb')
 RETURNS TABLE (
     destination                             text,
     consumer_name                           text,
@@ -87,6 +90,11 @@ BEGIN
         RAISE EXCEPTION 'claim_deliveries: invalid lease'
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = pg_catalog.format('lease %s is outside 1 second..1 hour', p_lease);
+    END IF;
+    IF p_envelope IS NULL OR p_envelope NOT IN ('jsonb', 'canonical') THEN
+        RAISE EXCEPTION 'claim_deliveries: invalid envelope form'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('envelope %L must be jsonb or canonical', p_envelope);
     END IF;
     IF p_destinations IS NULL OR pg_catalog.cardinality(p_destinations) = 0 THEN
         RAISE EXCEPTION 'claim_deliveries: no destinations'
@@ -176,6 +184,7 @@ BEGIN
       FROM claimed AS c
      CROSS JOIN LATERAL (
             SELECT CASE WHEN e.event_envelope_canonical IS NULL THEN outbox._event_envelope(e)
+                        WHEN $6 = 'canonical' THEN NULL
                         ELSE e.event_envelope_canonical::jsonb END AS envelope,
                    e.event_envelope_digest_algorithm_version,
                    e.event_envelope_sha256, e.event_type, e.schema_version,
@@ -186,11 +195,11 @@ BEGIN
           ) AS ev
      ORDER BY c.available_at, c.created_at, c.event_id
     $claim$
-    USING v_destinations, v_now, p_batch_size, p_worker, p_lease;
+    USING v_destinations, v_now, p_batch_size, p_worker, p_lease, p_envelope;
 END
 $fn$;
 
-COMMENT ON FUNCTION outbox.claim_deliveries(text, text[], integer, interval) IS
+COMMENT ON FUNCTION outbox.claim_deliveries(text, text[], integer, interval, text) IS
     'Lease up to batch_size claimable deliveries (pending, available) of the destinations to worker, ordered by available_at, created_at, event_id; FOR UPDATE SKIP LOCKED; appends one attempt start per row; recovers expired leases of those destinations first. 22023 on invalid arguments. SPEC R-CL-1, R-CL-2, R-CL-6, R-CL-7.';
-REVOKE ALL ON FUNCTION outbox.claim_deliveries(text, text[], integer, interval) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION outbox.claim_deliveries(text, text[], integer, interval) TO outbox_dispatcher;
+REVOKE ALL ON FUNCTION outbox.claim_deliveries(text, text[], integer, interval, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION outbox.claim_deliveries(text, text[], integer, interval, text) TO outbox_dispatcher;
