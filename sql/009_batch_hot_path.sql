@@ -50,8 +50,11 @@ GRANT SELECT ON outbox.receipt_kind_members TO outbox_auditor;
 
 -- §2 publication table: the event row is written once and never updated; published_at lives in
 -- a narrow table written only by the publication function (trigger: OB202 for everyone else).
+-- No foreign key to outbox_events: the insert trigger already requires every new row's event to
+-- have its deliveries all acknowledged (deliveries reference their event), which implies the
+-- event exists; a foreign key would add one lookup per published event for nothing.
 CREATE TABLE outbox.outbox_publications (
-    event_id     uuid PRIMARY KEY REFERENCES outbox.outbox_events (event_id),
+    event_id     uuid PRIMARY KEY,
     published_at timestamptz NOT NULL
 );
 COMMENT ON TABLE outbox.outbox_publications IS
