@@ -29,12 +29,14 @@
 --   4. The full canonicalizer (outbox.jcs_canonicalize) decides only when a cheap check cannot:
 --      a member name with a brace or a character in U+E000..U+FFFF, or an object with more than
 --      64 members.
+-- Attributes: IMMUTABLE (a function of the text alone), PARALLEL UNSAFE (its EXCEPTION block
+--   starts a subtransaction, like outbox.jcs_canonicalize).
 -- Caller: the hot paths of append_event/append_events (outbox._append_validate), and of the
 --   receipt checks; granted to nobody.
 CREATE OR REPLACE FUNCTION outbox._jcs_text_problem(p_text text)
 RETURNS text
 LANGUAGE plpgsql
-STABLE PARALLEL UNSAFE
+IMMUTABLE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
