@@ -1,7 +1,8 @@
 // Package producer appends events to the pgoutbox kernel inside the caller's own pgx
 // transaction (SPEC §3.2). It builds the EventEnvelope@1, computes its RFC 8785 canonical text
-// and jcs-sha256-v1 digest in Go, and hands both to outbox.append_event (the D-2 hot path): the
-// database verifies them and never stores a digest it did not check. Every rule (applicability,
+// and jcs-sha256-v1 digest in Go, and hands both to outbox.append_event — or many events at once
+// to outbox.append_events (AppendMany) — on the D-2 hot path: the database verifies them and
+// never stores a digest it did not check. Every rule (applicability,
 // refinements, size limit, delivery-set completeness at COMMIT) is enforced by the database;
 // this package only shapes the call and maps SQLSTATEs to typed errors.
 //
@@ -115,21 +116,73 @@ func Append(ctx context.Context, db DBTX, ev Event) (Result, error) {
 }
 
 // AppendDocument appends an already built EventEnvelope@1 document (it must carry eventId and
-// occurredAt) on the hot path.
+// occurredAt) on the hot path. The document is sent as its canonical text, which is also the
+// event itself: the database then checks the text once (SPEC D-2).
 func AppendDocument(ctx context.Context, db DBTX, doc json.RawMessage) (Result, error) {
-	c, digest, err := canon.CanonicalizeDigest(doc)
+	c, digest, err := canonical("append event", doc)
 	if err != nil {
-		if errors.Is(err, canon.ErrNotCanonicalizable) {
-			return Result{}, fmt.Errorf("append event: %w: %v", ErrNotCanonicalizable, err)
-		}
-		return Result{}, fmt.Errorf("append event: %w", err)
+		return Result{}, err
 	}
 	text := string(c)
-	r, err := pgcall.AppendEvent(ctx, db, pgcall.AppendParams{Event: doc, CanonicalText: &text, EnvelopeSHA256: &digest})
+	r, err := pgcall.AppendEvent(ctx, db, pgcall.AppendParams{Event: c, CanonicalText: &text, EnvelopeSHA256: &digest})
 	if err != nil {
 		return Result{}, err
 	}
 	return Result{EventID: r.EventID, EnvelopeSHA256: r.EnvelopeSHA256, DeliveryCount: r.DeliveryCount}, nil
+}
+
+// AppendMany appends evs inside db (normally the caller's business transaction) with one call
+// of outbox.append_events, on the hot path: canonical texts and digests computed here, verified
+// by the database. The results are in the order of evs. Any invalid event fails the whole call
+// and appends nothing (the caller's transaction decides what else to roll back); an event whose
+// eventId was already appended with the same envelope comes back unchanged (idempotent).
+func AppendMany(ctx context.Context, db DBTX, evs []Event) ([]Result, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	var events []byte
+	texts := make([]*string, len(evs))
+	digests := make([]*string, len(evs))
+	events = append(events, '[')
+	for i, ev := range evs {
+		doc, _, err := Envelope(ev)
+		if err != nil {
+			return nil, fmt.Errorf("append events: event %d: %w", i, err)
+		}
+		c, digest, err := canonical(fmt.Sprintf("append events: event %d", i), doc)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			events = append(events, ',')
+		}
+		events = append(events, c...)
+		text := string(c)
+		texts[i], digests[i] = &text, &digest
+	}
+	events = append(events, ']')
+	rs, err := pgcall.AppendEvents(ctx, db, pgcall.AppendEventsParams{Events: events, CanonicalTexts: texts, EnvelopeSHA256s: digests})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Result, len(rs))
+	for i, r := range rs {
+		out[i] = Result{EventID: r.EventID, EnvelopeSHA256: r.EnvelopeSHA256, DeliveryCount: r.DeliveryCount}
+	}
+	return out, nil
+}
+
+// canonical returns the RFC 8785 canonical text of doc and its jcs-sha256-v1 digest, mapping a
+// refusal to ErrNotCanonicalizable.
+func canonical(call string, doc json.RawMessage) ([]byte, string, error) {
+	c, digest, err := canon.CanonicalizeDigest(doc)
+	if err != nil {
+		if errors.Is(err, canon.ErrNotCanonicalizable) {
+			return nil, "", fmt.Errorf("%s: %w: %v", call, ErrNotCanonicalizable, err)
+		}
+		return nil, "", fmt.Errorf("%s: %w", call, err)
+	}
+	return c, digest, nil
 }
 
 // newUUID returns a random version-4 UUID in canonical lower-case form.

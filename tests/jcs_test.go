@@ -285,9 +285,10 @@ func TestJCSGrantsAndAttributes(t *testing.T) {
 		}
 		seen[sig] = true
 		isPublicAPI := strings.HasPrefix(sig, "outbox.jcs_")
-		// The public pair is PARALLEL UNSAFE (an exception block; TestJCSInParallelQuery), the
-		// exception-free helpers PARALLEL SAFE.
-		wantParallel := map[bool]string{true: "u", false: "s"}[isPublicAPI]
+		// The public pair and _jcs_text_problem are PARALLEL UNSAFE (an exception block;
+		// TestJCSInParallelQuery), the exception-free helpers PARALLEL SAFE.
+		hasExceptionBlock := isPublicAPI || sig == "outbox._jcs_text_problem(text)"
+		wantParallel := map[bool]string{true: "u", false: "s"}[hasExceptionBlock]
 		// _sha256_hex is an inlinable LANGUAGE sql helper: no SET (it would prevent inlining).
 		wantConfig := "search_path=pg_catalog, pg_temp"
 		if sig == "outbox._sha256_hex(text)" {
@@ -302,7 +303,8 @@ func TestJCSGrantsAndAttributes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, sig := range []string{"outbox.jcs_canonicalize(json)", "outbox.jcs_sha256(json)", "outbox._sha256_hex(text)",
-		"outbox._jcs_value(json,integer)", "outbox._jcs_number(text)", "outbox._jcs_sort_key(text)"} {
+		"outbox._jcs_value(json,integer)", "outbox._jcs_number(text)", "outbox._jcs_sort_key(text)",
+		"outbox._jcs_text_problem(text)"} {
 		if !seen[sig] {
 			t.Errorf("function %s missing", sig)
 		}
