@@ -48,6 +48,7 @@ DECLARE
     v_tenant    jsonb;
     v_generated boolean := false;
     v_problem   text;
+    v_hint      text;
 BEGIN
     IF p_event IS NULL THEN
         PERFORM outbox._envelope_fail(p_label || 'event is NULL');
@@ -157,13 +158,19 @@ BEGIN
 
     -- Digest (R-AP-3, D-2).
     IF p_canonical_text IS NULL THEN
-        IF v_generated THEN
-            -- jsonb dropped duplicate keys: the caller's document must canonicalize as well.
-            PERFORM outbox.jcs_canonicalize(p_event);
-            event_envelope_canonical := outbox.jcs_canonicalize(v_env::json);
-        ELSE
-            event_envelope_canonical := outbox.jcs_canonicalize(p_event);
-        END IF;
+        BEGIN
+            IF v_generated THEN
+                -- jsonb dropped duplicate keys: the caller's document must canonicalize as well.
+                PERFORM outbox.jcs_canonicalize(p_event);
+                event_envelope_canonical := outbox.jcs_canonicalize(v_env::json);
+            ELSE
+                event_envelope_canonical := outbox.jcs_canonicalize(p_event);
+            END IF;
+        EXCEPTION WHEN SQLSTATE 'OB201' THEN
+            -- the canonicalizer's own error, naming the element
+            GET STACKED DIAGNOSTICS v_key = MESSAGE_TEXT, v_problem = PG_EXCEPTION_DETAIL, v_hint = PG_EXCEPTION_HINT;
+            RAISE EXCEPTION '%', v_key USING ERRCODE = 'OB201', DETAIL = p_label || v_problem, HINT = v_hint;
+        END;
         event_envelope_sha256 := outbox._sha256_hex(event_envelope_canonical);
     ELSE
         IF p_event_envelope_sha256 !~ '^[0-9a-f]{64}$' THEN
@@ -187,8 +194,17 @@ BEGIN
             RAISE EXCEPTION 'canonical_text is not the RFC 8785 canonical form of a jcs-sha256-v1 document'
                 USING ERRCODE = 'OB201', DETAIL = p_label || v_problem;
         END IF;
-        IF p_event::text <> p_canonical_text AND outbox.jcs_canonicalize(p_event) <> p_canonical_text THEN
-            PERFORM outbox._envelope_fail(p_label || 'canonical_text is not the canonical form of the submitted envelope');
+        IF p_event::text <> p_canonical_text THEN
+            -- the event's own text must canonicalize (a duplicate key hides in its jsonb)
+            BEGIN
+                v_problem := outbox.jcs_canonicalize(p_event);
+            EXCEPTION WHEN SQLSTATE 'OB201' THEN
+                GET STACKED DIAGNOSTICS v_key = MESSAGE_TEXT, v_problem = PG_EXCEPTION_DETAIL, v_hint = PG_EXCEPTION_HINT;
+                RAISE EXCEPTION '%', v_key USING ERRCODE = 'OB201', DETAIL = p_label || v_problem, HINT = v_hint;
+            END;
+            IF v_problem <> p_canonical_text THEN
+                PERFORM outbox._envelope_fail(p_label || 'canonical_text is not the canonical form of the submitted envelope');
+            END IF;
         END IF;
         event_envelope_sha256 := p_event_envelope_sha256;
         event_envelope_canonical := p_canonical_text;

@@ -10,9 +10,10 @@
 --      16 digits (no fraction, exponent, -0 or leading zero); strings with only the JCS escapes
 --      (\" \\ \b \f \n \r \t, and \u00xx in lower-case hex for the other control characters;
 --      everything else literal — so \u0000 and surrogate escapes, which the slow path refuses,
---      are refused as well). The same pass also requires member names to hold no brace and no
---      character in U+E000..U+FFFF (what step 3 needs); a text whose tokens are canonical but
---      that fails only this part goes to the fallback (4).
+--      are refused as well). The same pass also requires what step 3 needs — member names with
+--      no brace and no character in U+E000..U+FFFF, and no string that starts with a colon (so a
+--      quote followed by a colon always ends a member name); a text whose tokens are canonical
+--      but that fails only this part goes to the fallback (4).
 --   3. On a copy of the text in which every object becomes the array
 --      [1.5, name1, value1, name2, value2, ...] (replace() of the structural characters; 1.5
 --      cannot occur in a canonical text, so it marks former objects), parsed as jsonb — which
@@ -23,12 +24,13 @@
 --      compares strings by code point, which is RFC 8785's UTF-16 code-unit order unless a name
 --      holds a character in U+E000..U+FFFF (excluded in 2); strictly increasing names also rule
 --      out duplicates. Escaped quotes and backslashes are first rewritten as \u0022 / \u005c
---      (the same strings), so the replacements hit only structure and the ends of member names;
+--      (the same strings), so the replacements hit only structure and the ends of member names
+--      (a quote followed by a colon, given step 2);
 --      braces in member names are excluded in 2, braces in string values only change values
 --      the check never compares.
 --   4. The full canonicalizer (outbox.jcs_canonicalize) decides only when a cheap check cannot:
---      a member name with a brace or a character in U+E000..U+FFFF, or an object with more than
---      64 members.
+--      a member name with a brace or a character in U+E000..U+FFFF, a string starting with a
+--      colon, or an object with more than 64 members.
 -- Attributes: IMMUTABLE (a function of the text alone), PARALLEL UNSAFE (its EXCEPTION block
 --   starts a subtransaction, like outbox.jcs_canonicalize).
 -- Caller: the hot paths of append_event/append_events (outbox._append_validate), and of the
@@ -48,9 +50,13 @@ DECLARE
     -- canonical tokens, no whitespace between them
     c_tokens constant text := '^(?:[{}[\],:]|"(?:[^"\\]|' || c_escape || ')*"|' || c_number
         || '|true|false|null)*$';
-    -- the same, with member names (a string and its colon) the order check can compare
-    c_comparable constant text := '^(?:[{}[\],]|"(?:[^"\\{}\uE000-\uFFFF]|' || c_escape || ')*":'
-        || '|"(?:[^"\\]|' || c_escape || ')*"|' || c_number || '|true|false|null)*$';
+    -- the same, with what the order check's copy needs: member names (a string and its colon)
+    -- without braces or characters in U+E000..U+FFFF, and no string starting with a colon (so that
+    -- a quote and a colon mark the end of a member name, never the start of a string)
+    c_comparable constant text := '^(?:[{}[\],]'
+        || '|"(?:(?:[^"\\{}:\uE000-\uFFFF]|' || c_escape || ')(?:[^"\\{}\uE000-\uFFFF]|' || c_escape || ')*)?":'
+        || '|"(?:(?:[^"\\:]|' || c_escape || ')(?:[^"\\]|' || c_escape || ')*)?"'
+        || '|' || c_number || '|true|false|null)*$';
     v_json json;
     v_text text := p_text;
     v_copy jsonb;

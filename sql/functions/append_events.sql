@@ -89,7 +89,8 @@ BEGIN
     ), checked AS MATERIALIZED (
         -- The definition rules, element by element in input order; the first break raises.
         SELECT o.*
-          FROM (SELECT * FROM c ORDER BY c.ord) AS o
+          FROM (SELECT c.*, CASE WHEN v_count > 1 THEN pg_catalog.format('events[%s]: ', c.ord - 1) ELSE '' END AS label
+                  FROM c ORDER BY c.ord) AS o
          WHERE (CASE
                   WHEN o.delivery_set_version IS NULL THEN
                       outbox._append_fail('OB103', 'no active delivery-set definition', NULL,
@@ -98,17 +99,17 @@ BEGIN
                                     WHERE ae.delivery_set_version = o.delivery_set_version
                                       AND ae.event_type = o.event_type AND ae.event_schema_version = o.schema_version) THEN
                       outbox._append_fail('OB103', 'event pair not applicable under the active delivery set',
-                          pg_catalog.format('(%s, %s) is not applicable in delivery set version %s',
+                          o.label || pg_catalog.format('(%s, %s) is not applicable in delivery set version %s',
                                             o.event_type, o.schema_version, o.delivery_set_version), NULL)
                   WHEN o.existing_sha256 <> o.event_envelope_sha256 THEN
                       outbox._append_fail('OB105', 'envelope invalid',
-                          pg_catalog.format('eventId %s already exists with a different envelope digest', o.event_id), NULL)
+                          o.label || pg_catalog.format('eventId %s already exists with a different envelope digest', o.event_id), NULL)
                   WHEN o.min_sha256 <> o.max_sha256 THEN
                       outbox._append_fail('OB105', 'envelope invalid',
-                          pg_catalog.format('eventId %s appears more than once with different envelope digests', o.event_id), NULL)
+                          o.label || pg_catalog.format('eventId %s appears more than once with different envelope digests', o.event_id), NULL)
                   WHEN o.existing_sha256 IS NULL AND o.members = 0 THEN
                       outbox._append_fail('OB103', 'no mandatory member for this event pair',
-                          pg_catalog.format('(%s, %s) has no mandatory member in delivery set version %s',
+                          o.label || pg_catalog.format('(%s, %s) has no mandatory member in delivery set version %s',
                                             o.event_type, o.schema_version, o.delivery_set_version), NULL)
                 END) IS NULL
     ), fresh AS MATERIALIZED (
