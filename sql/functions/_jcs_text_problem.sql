@@ -42,21 +42,18 @@ IMMUTABLE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
-    -- JCS string escapes: \" \\ \b \f \n \r \t, \u00xx (lower case) for the other control characters
-    c_escape constant text := '\\(?:["\\bfnrt]|u00(?:0[1-7bef]|1[0-9a-f]))';
-    -- canonical integers: 0 or -?[1-9][0-9]*, at most 16 digits (16-digit ones are compared
-    -- with 2^53-1 below), never followed by another digit
-    c_number constant text := '(?:0|-?[1-9][0-9]{0,15})(?![0-9])';
-    -- canonical tokens, no whitespace between them
-    c_tokens constant text := '^(?:[{}[\],:]|"(?:[^"\\]|' || c_escape || ')*"|' || c_number
-        || '|true|false|null)*$';
-    -- the same, with what the order check's copy needs: member names (a string and its colon)
-    -- without braces or characters in U+E000..U+FFFF, and no string starting with a colon (so that
-    -- a quote and a colon mark the end of a member name, never the start of a string)
-    c_comparable constant text := '^(?:[{}[\],]'
-        || '|"(?:(?:[^"\\{}:\uE000-\uFFFF]|' || c_escape || ')(?:[^"\\{}\uE000-\uFFFF]|' || c_escape || ')*)?":'
-        || '|"(?:(?:[^"\\:]|' || c_escape || ')(?:[^"\\]|' || c_escape || ')*)?"'
-        || '|' || c_number || '|true|false|null)*$';
+    -- The two expressions of step 2, each one literal (no per-call concatenation). Their parts:
+    --   escape  \\(?:["\\bfnrt]|u00(?:0[1-7bef]|1[0-9a-f]))  the JCS escapes: \" \\ \b \f \n \r \t, and
+    --           \u00xx (lower case) for the other control characters
+    --   number  (?:0|-?[1-9][0-9]{0,15})(?![0-9])  canonical integers, at most 16 digits (16-digit
+    --           ones are compared with 2^53-1 in step 3), never followed by another digit
+    --   c_tokens      structure [{}[\],:], strings "(?:[^"\\]|escape)*", number, true, false, null
+    --   c_comparable  the same, but a colon only as the end of a member name
+    --                 "(?:(?:[^"\\{}:\uE000-\uFFFF]|escape)(?:[^"\\{}\uE000-\uFFFF]|escape)*)?": and other
+    --                 strings "(?:(?:[^"\\:]|escape)(?:[^"\\]|escape)*)?" (no brace or U+E000..U+FFFF in a
+    --                 name, no string starting with a colon)
+    c_tokens constant text := '^(?:[{}[\],:]|"(?:[^"\\]|\\(?:["\\bfnrt]|u00(?:0[1-7bef]|1[0-9a-f])))*"|(?:0|-?[1-9][0-9]{0,15})(?![0-9])|true|false|null)*$';
+    c_comparable constant text := '^(?:[{}[\],]|"(?:(?:[^"\\{}:\uE000-\uFFFF]|\\(?:["\\bfnrt]|u00(?:0[1-7bef]|1[0-9a-f])))(?:[^"\\{}\uE000-\uFFFF]|\\(?:["\\bfnrt]|u00(?:0[1-7bef]|1[0-9a-f])))*)?":|"(?:(?:[^"\\:]|\\(?:["\\bfnrt]|u00(?:0[1-7bef]|1[0-9a-f])))(?:[^"\\]|\\(?:["\\bfnrt]|u00(?:0[1-7bef]|1[0-9a-f])))*)?"|(?:0|-?[1-9][0-9]{0,15})(?![0-9])|true|false|null)*$';
     v_json json;
     v_text text := p_text;
     v_copy jsonb;

@@ -74,8 +74,11 @@ BEGIN
                   FROM pg_catalog.json_array_elements(p_events) WITH ORDINALITY AS a(raw, ord)
                 OFFSET 0) AS e
     ), c AS MATERIALIZED (
+        -- (scalar subqueries, not joins: one primary-key lookup per element whatever the
+        -- planner believes about the tables' sizes when the plan is cached)
         SELECT v.*, a.delivery_set_version, a.definition_schema_version, a.digest_algorithm_version,
-               a.definition_digest, x.event_envelope_sha256 AS existing_sha256,
+               a.definition_digest,
+               (SELECT x.event_envelope_sha256 FROM outbox.outbox_events x WHERE x.event_id = v.event_id) AS existing_sha256,
                (SELECT pg_catalog.count(*) FROM outbox.delivery_set_members m
                  WHERE m.delivery_set_version = a.delivery_set_version AND m.event_type = v.event_type
                    AND m.event_schema_version = v.schema_version AND m.mandatory)::integer AS members,
@@ -84,7 +87,6 @@ BEGIN
                pg_catalog.min(v.ord) OVER same_id AS first_ord
           FROM v
           LEFT JOIN outbox.delivery_set_versions a ON a.status = 'active'
-          LEFT JOIN outbox.outbox_events x ON x.event_id = v.event_id
         WINDOW same_id AS (PARTITION BY v.event_id)
     ), checked AS MATERIALIZED (
         -- The definition rules, element by element in input order; the first break raises.
