@@ -294,8 +294,9 @@ func activateReference(ctx context.Context, dsn string) error {
 	return pgcall.ActivateDeliverySet(ctx, conn, q)
 }
 
-// appendAll appends events 1..n through the producer library (D-2 hot path), split over the
-// producer connections, in transactions of o.txSize, and returns how long it took.
+// appendAll appends events 1..n through the producer library (D-2 hot path, AppendMany: one
+// append_events call per transaction), split over the producer connections, in transactions of
+// o.txSize, and returns how long it took.
 func appendAll(ctx context.Context, prods []*pgx.Conn, o options) (time.Duration, error) {
 	start := time.Now()
 	var next atomic.Int64 // next transaction's first event, claimed by whichever producer is free
@@ -311,15 +312,14 @@ func appendAll(ctx context.Context, prods []*pgx.Conn, o options) (time.Duration
 				if from >= o.n || ctx.Err() != nil {
 					return
 				}
-				// TODO(P-2): one outbox.append_events call per transaction once the producer
-				// library has it (SPEC §13); today one append_event per event.
+				// One outbox.append_events call per transaction (producer.AppendMany, D-2 hot path).
 				err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+					evs := make([]producer.Event, 0, o.txSize)
 					for i := from; i < min(o.n, from+o.txSize); i++ {
-						if _, err := producer.Append(ctx, tx, event(i+1, o.payload)); err != nil {
-							return err
-						}
+						evs = append(evs, event(i+1, o.payload))
 					}
-					return nil
+					_, err := producer.AppendMany(ctx, tx, evs)
+					return err
 				})
 				if err != nil {
 					once.Do(func() { firstErr = err })
