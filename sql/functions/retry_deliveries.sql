@@ -22,10 +22,6 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
--- Generic plans: every statement here is driven by arrays of the batch (index lookups by primary
--- key whatever their length), so re-planning per call (the custom plans PL/pgSQL otherwise keeps
--- trying) only adds a fixed cost that dominates a batch of one.
-SET plan_cache_mode = force_generic_plan
 AS $fn$
 #variable_conflict use_column
 DECLARE
