@@ -183,8 +183,8 @@ var targets = []target{
 	{"append hot path vs plain insert (1 destination)", "BenchmarkAppend", "hot_path_1_destination_ratio", 3, false},
 	{"claim latency ratio backlog 10^6 / 10^3", "BenchmarkClaimLatency", "ratio_1e6/1e3", 1.5, false},
 	{"WAL per delivered event, 1 KiB payload (bytes)", "BenchmarkWriteAmplification", "WAL_bytes/event", 4096, false},
-	{"dispatch of a pre-appended backlog to a consumer writing its receipt, 1 destination, batch 100 (events/s)", "BenchmarkPipeline/backlog/1dest/batch100", "events/s", 15000, true},
-	{"end to end with appends running concurrently, 1 destination (events/s)", "BenchmarkPipeline/concurrent_appends/1dest/batch100", "events/s", 7500, true},
+	{"P-3 dispatch of a pre-appended backlog to a consumer writing its receipt, 1 destination, batch 100 (events/s)", "BenchmarkPipeline/backlog/1dest/batch100", "events/s", 3000, true},
+	{"P-3 end to end with appends running concurrently, 1 destination (events/s)", "BenchmarkPipeline/concurrent_appends/1dest/batch100", "events/s", 2000, true},
 }
 
 func render(b *strings.Builder, results []result, cpu string, settings [][2]string, sbs *sideBySide) {
