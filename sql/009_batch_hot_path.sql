@@ -134,6 +134,7 @@ DROP FUNCTION IF EXISTS outbox.claim_deliveries(text, text[], integer, interval,
 {{ template "functions/_quarantine_write.sql" . }}
 {{ template "functions/_dispatch_recover.sql" . }}
 {{ template "functions/_batch_items.sql" . }}
+{{ template "functions/_lock_deliveries.sql" . }}
 {{ template "functions/_raise_item.sql" . }}
 {{ template "functions/_ack_problem.sql" . }}
 {{ template "functions/_publish_events.sql" . }}

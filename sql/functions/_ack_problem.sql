@@ -203,13 +203,6 @@ BEGIN
     END IF;
     PERFORM (v_rc->>v_kind.time_field)::timestamptz; -- an invalid time is answered by the handler below
 
-    IF v_kind.receipt_kind = 'operations_projection' THEN
-        FOREACH v_key IN ARRAY ARRAY['projectionName', 'projectionVersion', 'eventType', 'eventSchemaVersion'] LOOP
-            IF NOT v_rc ? v_key THEN
-                RETURN (pg_catalog.format('receipt: missing field %s (required for %s)', v_key, v_kind.receipt_kind));
-            END IF;
-        END LOOP;
-    END IF;
     -- The projection target comes from the frozen delivery, never from the receipt (R-AK-2).
     IF p_delivery.required_projection_name IS NOT NULL THEN
         IF v_rc->'projectionName' IS DISTINCT FROM pg_catalog.to_jsonb(p_delivery.required_projection_name) THEN

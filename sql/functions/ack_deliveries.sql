@@ -68,11 +68,7 @@ BEGIN
     END IF;
 
     -- 1. lock the named deliveries in a fixed order (concurrent batches cannot deadlock on them)
-    PERFORM 1
-       FROM outbox.outbox_deliveries AS d
-      WHERE (d.destination, d.event_id) IN (SELECT u.dest, u.ev FROM unnest(v_dest, v_event) AS u(dest, ev))
-      ORDER BY d.destination, d.event_id
-        FOR UPDATE OF d;
+    PERFORM outbox._lock_deliveries(v_dest, v_event);
 
     -- 2. judge every item: shape, then fencing, then the ack rule (a fresh statement: it sees the
     --    committed state of the rows locked above)

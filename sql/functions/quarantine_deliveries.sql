@@ -62,11 +62,7 @@ BEGIN
         RETURN;
     END IF;
 
-    PERFORM 1
-       FROM outbox.outbox_deliveries AS d
-      WHERE (d.destination, d.event_id) IN (SELECT u.dest, u.ev FROM unnest(v_dest, v_event) AS u(dest, ev))
-      ORDER BY d.destination, d.event_id
-        FOR UPDATE OF d;
+    PERFORM outbox._lock_deliveries(v_dest, v_event);
 
     SELECT pg_catalog.array_agg(j.state ORDER BY j.ord), pg_catalog.array_agg(j.detail ORDER BY j.ord)
       INTO v_state, v_detail
@@ -82,7 +78,6 @@ BEGIN
                                 WHEN u.rn > 1
                                 THEN pg_catalog.format('delivery %s/%s appears more than once in this batch', u.dest, u.ev)
                                 ELSE outbox._fence_problem(d, u.dest, u.ev, u.att, u.tok, v_now) END AS problem
-                    OFFSET 0 -- evaluated once per item (never pulled up and duplicated)
                   ) AS f
            ) AS j;
 

@@ -64,11 +64,7 @@ BEGIN
         RETURN;
     END IF;
 
-    PERFORM 1
-       FROM outbox.outbox_deliveries AS d
-      WHERE (d.destination, d.event_id) IN (SELECT u.dest, u.ev FROM unnest(v_dest, v_event) AS u(dest, ev))
-      ORDER BY d.destination, d.event_id
-        FOR UPDATE OF d;
+    PERFORM outbox._lock_deliveries(v_dest, v_event);
     -- a destination without a policy row gets its default one (register_destination inserts it)
     PERFORM outbox._ensure_retry_policy(x.dest)
        FROM (SELECT DISTINCT d.destination AS dest
@@ -96,7 +92,6 @@ BEGIN
                                 WHEN u.rn > 1
                                 THEN pg_catalog.format('delivery %s/%s appears more than once in this batch', u.dest, u.ev)
                                 ELSE outbox._fence_problem(d, u.dest, u.ev, u.att, u.tok, v_now) END AS problem
-                    OFFSET 0 -- evaluated once per item (never pulled up and duplicated)
                   ) AS f
            ) AS j;
 
