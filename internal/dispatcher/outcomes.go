@@ -20,13 +20,10 @@ package dispatcher
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/oceanway/pgoutbox/internal/failpoint"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
@@ -275,22 +272,13 @@ func checkRows[T any](g []pendingOutcome[T], outs []pgcall.ItemOutcome) error {
 	return nil
 }
 
-// errItemRejected stands for an item SQLSTATE without a sentinel of its own (e.g. 22023).
-var errItemRejected = errors.New("outcome item rejected")
-
-// itemError turns a rejected item into the error its one-row call would have raised: a
-// *pgcall.Error carrying the sentinel and the SQLSTATE (errors.Is and pgcall.SQLState work as
-// for the one-row call; safeErr keeps the DETAIL out of logs). nil when the item was accepted.
+// itemError is the rejected item's one-row error (pgcall.ItemOutcome.Err), named by the call;
+// nil when the item was accepted.
 func itemError(op string, o pgcall.ItemOutcome) error {
-	if !o.Rejected() {
-		return nil
+	if err := o.Err(); err != nil {
+		return fmt.Errorf("%s deliveries: %w", op, err)
 	}
-	s, ok := pgcall.SQLStates[o.SQLState]
-	if !ok {
-		s = errItemRejected
-	}
-	return fmt.Errorf("%s deliveries: %w", op, &pgcall.Error{Sentinel: s,
-		PgErr: &pgconn.PgError{Severity: "ERROR", Code: o.SQLState, Message: "batch item rejected", Detail: o.Detail}})
+	return nil
 }
 
 // ackBatch calls ack_deliveries. With failpoints armed (tests only) the call runs inside an

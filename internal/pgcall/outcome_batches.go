@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // ItemOutcome is one row of a batch outcome function (R-AK-9), in input order: Outcome is
@@ -20,16 +23,21 @@ type ItemOutcome struct {
 // Rejected reports whether the item was refused.
 func (o ItemOutcome) Rejected() bool { return o.Outcome == "rejected" }
 
-// Err maps a rejected item to the kernel's sentinel errors (errors.Is(err, ErrFencingRejected)…);
-// nil when the item was accepted.
+// ErrItemRejected stands for a rejected item's SQLSTATE that has no sentinel of its own (22023).
+var ErrItemRejected = errors.New("outcome item rejected")
+
+// Err turns a rejected item into the error its one-row function would have raised: an *Error
+// carrying the sentinel (ErrItemRejected when the SQLSTATE has none) and the SQLSTATE, so
+// errors.Is and SQLState work as for the one-row call; nil when the item was accepted.
 func (o ItemOutcome) Err() error {
 	if !o.Rejected() {
 		return nil
 	}
-	if s, ok := SQLStates[o.SQLState]; ok {
-		return fmt.Errorf("%w (%s): %s", s, o.SQLState, o.Detail)
+	s, ok := SQLStates[o.SQLState]
+	if !ok {
+		s = ErrItemRejected
 	}
-	return fmt.Errorf("rejected (%s): %s", o.SQLState, o.Detail)
+	return &Error{Sentinel: s, PgErr: &pgconn.PgError{Severity: "ERROR", Code: o.SQLState, Message: "batch item rejected", Detail: o.Detail}}
 }
 
 // AckItem is one item of outbox.ack_deliveries. ReceiptDigestCandidate is the canonical text of
