@@ -389,20 +389,24 @@ func (p *Pump) Backfill(ctx context.Context) (int, error) {
 	if err == nil {
 		present, err = p.idSet(ctx, fmt.Sprintf(`SELECT msg_id FROM %s WHERE msg_id = ANY($1)`, p.table), ids)
 	}
-	for _, id := range ids {
-		switch {
-		case written[id]:
-			outcome[id] = pgcall.BackfillWritten
-		case err != nil:
-			outcome[id] = pgcall.BackfillTransient
-		case present[id]:
-			outcome[id] = pgcall.BackfillAlreadyMarked
-		default:
-			outcome[id] = pgcall.BackfillMissing
-		}
-	}
 	if err != nil {
-		p.log.Warn("mailbox mark failed (transient)", "ids", len(ids), "err", err)
+		// The batch failed as a whole (one row refused, a lock timeout, the mailbox down): mark
+		// one by one, so one bad row never holds the others' marks back.
+		p.log.Warn("mailbox batch mark failed; marking one by one", "ids", len(ids), "err", err)
+		for _, id := range ids {
+			outcome[id] = p.markOne(ctx, id)
+		}
+	} else {
+		for _, id := range ids {
+			switch {
+			case written[id]:
+				outcome[id] = pgcall.BackfillWritten
+			case present[id]:
+				outcome[id] = pgcall.BackfillAlreadyMarked
+			default:
+				outcome[id] = pgcall.BackfillMissing
+			}
+		}
 	}
 	tx, err := p.our.Begin(ctx)
 	if err != nil {
@@ -438,6 +442,26 @@ func (p *Pump) Backfill(ctx context.Context) (int, error) {
 		}
 	}
 	return len(ids), nil
+}
+
+// markOne writes one mark: empty -> timestamp; then tells already_marked from missing; any
+// error is transient.
+func (p *Pump) markOne(ctx context.Context, id int64) string {
+	tag, err := p.box.Exec(ctx, fmt.Sprintf(`UPDATE %s SET processed_at = now() WHERE msg_id = $1 AND processed_at IS NULL`, p.table), id)
+	if err != nil {
+		return pgcall.BackfillTransient
+	}
+	if tag.RowsAffected() == 1 {
+		return pgcall.BackfillWritten
+	}
+	var exists bool
+	if err := p.box.QueryRow(ctx, fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %s WHERE msg_id = $1)`, p.table), id).Scan(&exists); err != nil {
+		return pgcall.BackfillTransient
+	}
+	if exists {
+		return pgcall.BackfillAlreadyMarked
+	}
+	return pgcall.BackfillMissing
 }
 
 func (p *Pump) idSet(ctx context.Context, sql string, ids []int64) (map[int64]bool, error) {
