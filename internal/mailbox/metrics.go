@@ -60,6 +60,10 @@ func NewMetrics(source string) *Metrics {
 	m.OldestUnmarked = gv("backfill_oldest_unmarked_seconds", "Seconds since the oldest terminal row still owing its processed mark finished.")
 	m.Abandoned = gv("backfill_abandoned", "Abandoned backfills not yet resolved by an operator.")
 	m.DeadLetters = gv("dead_letters", "Dead processing rows (kept, visible).")
+	// Series that start at zero are exported from the start (alerts on "increase" need them).
+	m.Ticks.WithLabelValues(source)
+	m.TickFailures.WithLabelValues(source)
+	m.BackfillsAbandoned.WithLabelValues(source)
 	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: ns, Subsystem: sub, Name: "job_heartbeat_age_seconds",
 		Help: "Seconds since the pump last completed a tick.", ConstLabels: prometheus.Labels{"source": source},
