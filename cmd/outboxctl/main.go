@@ -8,6 +8,7 @@
 //	outboxctl [-db URL] release list
 //	outboxctl [-db URL] audit
 //	outboxctl [-db URL] status
+//	outboxctl [-db URL] mailbox status SOURCE | mailbox resolve SOURCE MSG_ID RESOLUTION NOTE
 //
 // The database URL comes from -db, else PGOUTBOX_URL, else DATABASE_URL.
 package main
@@ -32,6 +33,7 @@ commands:
   release list                             registered definitions with status
   audit                                    grant matrix and trigger list, stable text for diffs
   status                                   per-destination delivery status (read-only)
+  mailbox status SOURCE | mailbox resolve SOURCE MSG_ID RESOLUTION NOTE   mailbox pipeline (docs/mailbox.md)
 `
 
 func main() {
@@ -76,6 +78,8 @@ func run(ctx context.Context, dsn string, args []string, out io.Writer) error {
 		return runAudit(ctx, dsn, args[1:], out)
 	case "status":
 		return runStatus(ctx, dsn, args[1:], out)
+	case "mailbox":
+		return runMailbox(ctx, dsn, args[1:], out)
 	}
 	return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
 }
