@@ -154,6 +154,15 @@ func (p *Pump) Acquire(ctx context.Context) error {
 		return fmt.Errorf("%w: source %s", ErrPumpHeld, p.cfg.Source)
 	}
 	if !p.started {
+		// Only short OLTP statements run on this session: JIT compilation would cost far more
+		// than it saves (measured on record_discovery and append_events).
+		// synchronous_commit off for the session: a lost discovery, claim, backfill record or
+		// failed attempt is redone safely after a crash (W and its rows vanish together; a mark
+		// already written reads back as already_marked). Every transaction that makes a row
+		// terminal - after which its mark may be written - turns it back on (durable first).
+		if _, err := p.our.Exec(ctx, "SET jit = off; SET synchronous_commit = off"); err != nil {
+			return err
+		}
 		st, err := pgcall.GetPipelineStatus(ctx, p.our, p.cfg.Source)
 		if err != nil {
 			return err
@@ -318,7 +327,9 @@ func (p *Pump) ProcessHead(ctx context.Context) (bool, error) {
 	var rej *Rejection
 	if errors.As(herr, &rej) {
 		reason := rej.Reason
-		if err := pgcall.CompleteHead(ctx, p.our, p.cfg.Source, head.MsgID, head.LeaseToken, pgcall.HeadDead, &reason); err != nil {
+		if err := p.durable(ctx, func(tx pgx.Tx) error {
+			return pgcall.CompleteHead(ctx, tx, p.cfg.Source, head.MsgID, head.LeaseToken, pgcall.HeadDead, &reason)
+		}); err != nil {
 			return false, err
 		}
 		p.stats.Dead++
@@ -331,7 +342,11 @@ func (p *Pump) ProcessHead(ctx context.Context) (bool, error) {
 	if errors.As(herr, &ec) {
 		code = ec.ErrorCode()
 	}
-	st, err := pgcall.FailHead(ctx, p.our, p.cfg.Source, head.MsgID, head.LeaseToken, code)
+	var st string
+	err = p.durable(ctx, func(tx pgx.Tx) (err error) {
+		st, err = pgcall.FailHead(ctx, tx, p.cfg.Source, head.MsgID, head.LeaseToken, code)
+		return err
+	})
 	if err != nil {
 		return false, fmt.Errorf("fail head after %v: %w", herr, err)
 	}
@@ -353,6 +368,9 @@ func (p *Pump) runHandler(ctx context.Context, head *pgcall.Head) (string, error
 		return "", err
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = on"); err != nil {
+		return "", err
+	}
 	res, err := p.h.Handle(ctx, tx, p.cfg.Source, head)
 	if err != nil {
 		return "", err
@@ -371,6 +389,23 @@ func (p *Pump) runHandler(ctx context.Context, head *pgcall.Head) (string, error
 	}
 	p.m.Processed.WithLabelValues(p.cfg.Source, res.Outcome).Inc()
 	return res.Outcome, nil
+}
+
+// durable runs f in a transaction committed with synchronous_commit on: a terminal state must be
+// on disk before the mailbox mark that follows it can be written (seed INV-8).
+func (p *Pump) durable(ctx context.Context, f func(pgx.Tx) error) error {
+	tx, err := p.our.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = on"); err != nil {
+		return err
+	}
+	if err := f(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 // Backfill writes the processed mark of terminal rows in the mailbox (R-MX-7, R-MX-8): one

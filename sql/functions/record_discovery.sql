@@ -26,6 +26,9 @@
 -- (multi-argument unnest is SQL syntax, ROWS FROM, so it cannot be schema-qualified.)
 -- Cost: O(input + rows waiting above W + open hole ranges); holes are ranges, so a large id
 --   jump costs one row, never one row per missing id.
+-- jit = off: the per-element checks over json_array_elements are estimated above
+--   jit_above_cost for a batch of a few hundred rows, and JIT compilation then costs ~300 ms
+--   per call against ~10 ms of execution (measured, bench/mailbox_bench_test.go).
 -- Locking: the source row FOR UPDATE (discoveries of one source serialize on it; no advisory
 --   lock, R-SEC-5); the pump holder row FOR SHARE (OB403 guard).
 -- Time: now = clock_timestamp() captured once per call (enqueued_at, first_seen_at, released_at).
@@ -40,6 +43,7 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, mailbox, pg_temp
+SET jit = off
 AS $fn$
 #variable_conflict use_column
 DECLARE
