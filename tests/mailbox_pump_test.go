@@ -47,10 +47,13 @@ func TestMailboxSecondInstanceRefusedAndDrain(t *testing.T) {
 	if _, err := b.admin.Exec(ctx, `DO $$ BEGIN CREATE ROLE outbox_test_nobody_mbx NOLOGIN; EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$`); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := b.admin.Exec(ctx, `SET ROLE outbox_test_nobody_mbx`); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := b.admin.Exec(ctx, `SELECT pg_advisory_lock(k) FROM generate_series(0, 100) k`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.admin.Exec(ctx, `SET ROLE outbox_test_nobody_mbx`); err != nil {
+	if _, err := b.admin.Exec(ctx, `SELECT pg_advisory_lock(hashtext('legacy-inbox'))`); err != nil {
 		t.Fatal(err)
 	}
 	_, err := b.admin.Exec(ctx, `SELECT 1 FROM mailbox.pump_holders FOR UPDATE`)
