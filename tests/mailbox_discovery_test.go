@@ -2,6 +2,8 @@ package tests
 
 import (
 	"context"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -365,4 +367,59 @@ func TestMailboxDiscoveryBadInput(t *testing.T) {
 	}
 	_, err := pgcall.RecordDiscovery(ctx, b.api, "no-such-source", nil)
 	mbxWantState(t, err, "22023")
+}
+
+// R-MX-1, R-MX-5 (seed INV-1 "five facts, asserted at the interface"): landed / enqueued /
+// processed / marked / delivered are separate facts. Enqueue (record_discovery) never reads the
+// processed mark; the backfill functions never read delivery state; no kernel delivery function
+// reads mailbox state; and the pump reads the mailbox without processed_at.
+func TestMailboxFiveFactsIndependent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin := testdb.Conn(t, testdb.URL(t), "")
+	src := func(schema, name string) string {
+		var s string
+		if err := admin.QueryRow(ctx, `SELECT string_agg(p.prosrc, ' ') FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+			WHERE n.nspname = $1 AND p.proname = $2`, schema, name).Scan(&s); err != nil {
+			t.Fatalf("%s.%s: %v", schema, name, err)
+		}
+		return s
+	}
+	for _, c := range []struct{ schema, fn, mustNot string }{
+		{"mailbox", "record_discovery", "processed_at"},
+		{"mailbox", "record_discovery", "backfill"},
+		{"mailbox", "claim_backfill", "outbox."},
+		{"mailbox", "record_backfill", "outbox."},
+		{"mailbox", "complete_head", "outbox_deliveries"},
+	} {
+		if s := src(c.schema, c.fn); strings.Contains(s, c.mustNot) {
+			t.Errorf("%s.%s refers to %q", c.schema, c.fn, c.mustNot)
+		}
+	}
+	var leaks []string
+	rows, err := admin.Query(ctx, `SELECT n.nspname || '.' || p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+		WHERE n.nspname IN ('outbox', 'inbox') AND p.prosrc LIKE '%mailbox%'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var s string
+		_ = rows.Scan(&s)
+		leaks = append(leaks, s)
+	}
+	if len(leaks) > 0 {
+		t.Errorf("delivery-side functions read mailbox state: %v", leaks)
+	}
+	// The pump's discovery statement selects no processed_at (internal/mailbox, R-MX-5).
+	b, err := os.ReadFile("../internal/mailbox/pump.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, "SELECT msg_id, received_at") || strings.Contains(line, "SELECT t.msg_id") {
+			if strings.Contains(line, "processed_at") {
+				t.Errorf("discovery reads the mark: %s", strings.TrimSpace(line))
+			}
+		}
+	}
 }
