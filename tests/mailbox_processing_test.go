@@ -367,3 +367,88 @@ func TestMailboxBusinessIdentityOnce(t *testing.T) {
 		t.Fatalf("%d events after the resend, want 2", n)
 	}
 }
+
+// blockingHandler runs the reference handler, then waits (inside the open transaction) until
+// released: the test kills the session at that point.
+type blockingHandler struct {
+	inner   mailbox.Handler
+	reached chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (h *blockingHandler) Handle(ctx context.Context, tx pgx.Tx, source string, head *pgcall.Head) (mailbox.Result, error) {
+	res, err := h.inner.Handle(ctx, tx, source, head)
+	first := false
+	h.once.Do(func() { first = true })
+	if first {
+		close(h.reached)
+		<-h.release
+	}
+	return res, err
+}
+
+// R-MX-10, R-MX-6, R-MX-8 (seed INV-8/INV-17 "PG commit failure"): the pump's session dies after
+// the handler wrote its business effect and appended its event but before the transaction
+// committed: the effect, the event, the terminal state and the backfill intent all vanish
+// together (nothing half-done, no mark owed); after the lease expires a new pump takes the same
+// message again (attempt 2) and it ends with exactly one effect and one event.
+func TestMailboxHandlerTransactionAllOrNothing(t *testing.T) {
+	t.Parallel()
+	b := mbxSetup(t, mbxOpts{})
+	b.activate()
+	ctx := context.Background()
+	b.write(1, mbxMsg("a", "t.a", 1))
+	h := &blockingHandler{inner: mbxRefHandler(nil), reached: make(chan struct{}), release: make(chan struct{})}
+	p, pc, _ := b.pump(h, func(c *mailbox.Config) { c.Lease = time.Second })
+	var pid int
+	if err := pc.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Discover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { _, err := p.ProcessHead(ctx); errc <- err }()
+	<-h.reached // effect and event written, transaction open
+	if _, err := b.admin.Exec(ctx, `SELECT pg_terminate_backend($1, 5000)`, pid); err != nil {
+		t.Fatal(err)
+	}
+	close(h.release)
+	if err := <-errc; err == nil {
+		t.Fatal("processing on a killed session reported success")
+	}
+	var state string
+	var attempt int
+	var bf *string
+	if err := b.admin.QueryRow(ctx, `SELECT state, attempt, backfill_state FROM mailbox.messages WHERE msg_id = 1`).Scan(&state, &attempt, &bf); err != nil {
+		t.Fatal(err)
+	}
+	if state != "pending" || attempt != 1 || bf != nil {
+		t.Fatalf("after the crash: %s attempt %d backfill %v", state, attempt, bf)
+	}
+	if n := b.int(b.admin, `SELECT (SELECT count(*) FROM mailbox.ref_effects) + (SELECT count(*) FROM outbox.outbox_events)`); n != 0 {
+		t.Fatalf("%d effects/events survived the rollback", n)
+	}
+	// A new pump: the dead session's hold is free; the message is due once its lease expired.
+	p2, _, _ := b.pump(nil)
+	if err := p2.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dpEventually(t, "reprocessed", func() bool {
+		mbxTick(t, p2)
+		return b.states()[1] == "succeeded"
+	})
+	if a := b.int(b.admin, `SELECT attempt FROM mailbox.messages WHERE msg_id = 1`); a != 2 {
+		t.Fatalf("attempt %d, want 2", a)
+	}
+	if n := b.int(b.admin, `SELECT count(*) FROM outbox.outbox_events`); n != 1 {
+		t.Fatalf("%d events, want 1", n)
+	}
+	if n := b.int(b.box, `SELECT count(*) FROM legacy.mailbox WHERE processed_at IS NOT NULL`); n != 1 {
+		t.Fatal("not marked after the durable success")
+	}
+}
