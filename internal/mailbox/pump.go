@@ -363,14 +363,11 @@ func (p *Pump) ProcessHead(ctx context.Context) (bool, error) {
 // runHandler runs the handler and complete_head in one transaction and commits; it returns the
 // committed outcome, or the error after which the transaction was rolled back.
 func (p *Pump) runHandler(ctx context.Context, head *pgcall.Head) (string, error) {
-	tx, err := p.our.Begin(ctx)
+	tx, err := p.our.BeginTx(ctx, durableTx)
 	if err != nil {
 		return "", err
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = on"); err != nil {
-		return "", err
-	}
 	res, err := p.h.Handle(ctx, tx, p.cfg.Source, head)
 	if err != nil {
 		return "", err
@@ -391,17 +388,18 @@ func (p *Pump) runHandler(ctx context.Context, head *pgcall.Head) (string, error
 	return res.Outcome, nil
 }
 
+// durableTx begins a transaction that commits with synchronous_commit on (one round trip: the
+// SET LOCAL rides with BEGIN in one simple-protocol message).
+var durableTx = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = on"}
+
 // durable runs f in a transaction committed with synchronous_commit on: a terminal state must be
 // on disk before the mailbox mark that follows it can be written (seed INV-8).
 func (p *Pump) durable(ctx context.Context, f func(pgx.Tx) error) error {
-	tx, err := p.our.Begin(ctx)
+	tx, err := p.our.BeginTx(ctx, durableTx)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = on"); err != nil {
-		return err
-	}
 	if err := f(tx); err != nil {
 		return err
 	}
