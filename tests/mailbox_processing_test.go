@@ -452,3 +452,41 @@ func TestMailboxHandlerTransactionAllOrNothing(t *testing.T) {
 		t.Fatal("not marked after the durable success")
 	}
 }
+
+// R-MX-2, R-MX-5 (seed PRE-7 broken): the other system rewrites a message the pump already
+// enqueued above a hole. Discovery refuses it (OB401, nothing recorded, the stored message
+// unchanged; the tick reports the error), but the rows already enqueued are still processed and
+// marked: discovery trouble never stops processing.
+func TestMailboxRewrittenMessageStopsOnlyDiscovery(t *testing.T) {
+	t.Parallel()
+	b := mbxSetup(t, mbxOpts{})
+	b.activate()
+	ctx := context.Background()
+	p, _, _ := b.pump(nil)
+	if err := p.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.write(1, mbxMsg("a", "t.a", 1))
+	tx2 := b.openWrite(2, mbxMsg("a", "t.a", 2))
+	defer func() { _ = tx2.Rollback(ctx) }()
+	b.write(3, mbxMsg("a", "t.a", 3))
+	if _, err := p.Discover(ctx); err != nil { // 1 and 3 enqueued, W = 1 (hole 2)
+		t.Fatal(err)
+	}
+	if _, err := b.box.Exec(ctx, `UPDATE legacy.mailbox SET message = '{"key":"a","type":"t.a","data":"changed"}' WHERE msg_id = 3`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := p.Tick(ctx)
+	if !errors.Is(err, pgcall.ErrMailboxConflict) {
+		t.Fatalf("tick: %v, want the OB401 conflict", err)
+	}
+	if st := b.states(); st[1] != "succeeded" || st[3] != "pending" {
+		t.Fatalf("states %v: row 1 must be processed despite the failed discovery", st)
+	}
+	if n := b.int(b.box, `SELECT count(*) FROM legacy.mailbox WHERE msg_id = 1 AND processed_at IS NOT NULL`); n != 1 {
+		t.Fatal("row 1 not marked")
+	}
+	if n := b.int(b.admin, `SELECT count(*) FROM mailbox.messages WHERE msg_id = 3 AND message->>'data' = '3'`); n != 1 {
+		t.Fatal("the stored message changed")
+	}
+}

@@ -210,9 +210,12 @@ func (p *Pump) Tick(ctx context.Context) (busy bool, err error) {
 	if err := p.Acquire(dctx); err != nil { // heartbeat; fails only if the hold was lost
 		return false, err
 	}
-	found, err := p.Discover(dctx)
-	if err != nil {
-		return false, fmt.Errorf("discover: %w", err)
+	// A failing discovery (the mailbox unreachable, or OB401: a known id came back with another
+	// message) does not stop the work already enqueued: heads and marks go on, and the error is
+	// returned (logged, counted) once they ran.
+	found, discErr := p.Discover(dctx)
+	if discErr != nil {
+		discErr = fmt.Errorf("discover: %w", discErr)
 	}
 	heads := 0
 	for heads < p.cfg.HeadsPerTick && ctx.Err() == nil {
@@ -233,6 +236,9 @@ func (p *Pump) Tick(ctx context.Context) (busy bool, err error) {
 		if err := p.RefreshStatus(dctx); err != nil {
 			return false, fmt.Errorf("status: %w", err)
 		}
+	}
+	if discErr != nil {
+		return false, discErr
 	}
 	p.stats.Ticks++
 	p.m.Ticks.WithLabelValues(p.cfg.Source).Inc()
