@@ -158,6 +158,7 @@ func TestMailboxPumpMetrics(t *testing.T) {
 		`pgoutbox_mailbox_job_ticks_total{source="legacy-inbox"}`,
 		`pgoutbox_mailbox_job_failures_total{source="legacy-inbox"} 0`,
 		`pgoutbox_mailbox_watermark_lag_ids{source="legacy-inbox"} 1`,
+		`pgoutbox_mailbox_watermark_behind_mailbox_ids{source="legacy-inbox"} 2`,
 		`pgoutbox_mailbox_watermark_lag_seconds{source="legacy-inbox"}`,
 		`pgoutbox_mailbox_backfill_oldest_unmarked_seconds{source="legacy-inbox"}`,
 		`pgoutbox_mailbox_backfill_abandoned{source="legacy-inbox"} 0`,

@@ -21,6 +21,7 @@ type Metrics struct {
 	Watermark          *prometheus.GaugeVec   // source
 	LagIDs             *prometheus.GaugeVec   // source: unfinished processing rows
 	LagSeconds         *prometheus.GaugeVec   // source: age of the oldest unfinished row
+	MailboxLagIDs      *prometheus.GaugeVec   // source: the mailbox's highest msg_id − W
 	OpenHoles          *prometheus.GaugeVec   // source: hole ids open now
 	ReleasedHoles      *prometheus.GaugeVec   // source: hole ids released so far
 	LateRows           *prometheus.GaugeVec   // source: rows that committed inside a released hole
@@ -54,6 +55,7 @@ func NewMetrics(source string) *Metrics {
 	m.Watermark = gv("watermark", "Watermark W (every id <= W is enqueued or a released hole).")
 	m.LagIDs = gv("watermark_lag_ids", "Unfinished processing rows (pending or failed).")
 	m.LagSeconds = gv("watermark_lag_seconds", "Age on our clock of the oldest unfinished processing row.")
+	m.MailboxLagIDs = gv("watermark_behind_mailbox_ids", "The mailbox's highest id minus W (ids the watermark has not passed yet).")
 	m.OpenHoles = gv("open_holes", "Hole ids open now (W waits for them).")
 	m.ReleasedHoles = gv("released_holes", "Hole ids released so far (W skipped them).")
 	m.LateRows = gv("late_rows", "Rows that committed inside a released hole (operator attention).")
