@@ -5,10 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
+	"github.com/oceanway/pgoutbox/internal/testdb"
 )
 
 // mbxFinish claims and completes heads (as outbox_mailbox) until ids are terminal.
@@ -190,4 +192,57 @@ func TestMailboxNullReceivedAtDeadlineFromEnqueue(t *testing.T) {
 func counterValue(t *testing.T, c prometheus.Collector) float64 {
 	t.Helper()
 	return testutil.ToFloat64(c)
+}
+
+// R-MX-6, R-MX-8, R-MX-11 (bad input at every mailbox function): each malformed argument is
+// refused with 22023 (or the documented OB code) and changes nothing.
+func TestMailboxFunctionsBadInput(t *testing.T) {
+	t.Parallel()
+	b := mbxSetup(t, mbxOpts{})
+	ctx := context.Background()
+	b.discover(b.api, []pgcall.MailboxRow{{MsgID: 1, Message: []byte(`{}`)}})
+	h := b.claim(b.api)
+	reg := testdb.Conn(t, b.ourDSN, "outbox_registrar")
+	before := b.int(b.admin, `SELECT count(*) FROM mailbox.messages m WHERE m.state = 'pending' AND m.attempt = 1`)
+	cases := []struct {
+		conn  *pgx.Conn
+		sql   string
+		state string
+	}{
+		{reg, `SELECT mailbox.register_source('Bad Name', '1 minute', '1 hour')`, "22023"},
+		{reg, `SELECT mailbox.register_source('s2', '0 seconds', '1 hour')`, "22023"},
+		{reg, `SELECT mailbox.register_source('s2', '1 minute', '1 hour', -1)`, "22023"},
+		{reg, `SELECT mailbox.register_source('s2', '1 minute', '1 hour', 0, '1 second', '5 minutes', 0)`, "22023"},
+		{reg, `SELECT mailbox.register_source('legacy-inbox', '2 hours', '1 hour')`, "22023"}, // other parameters
+		{b.api, `SELECT * FROM mailbox.claim_head('legacy-inbox', 'Bad Worker', '1 minute')`, "22023"},
+		{b.api, `SELECT * FROM mailbox.claim_head('legacy-inbox', 'w', '2 hours')`, "22023"},
+		{b.api, `SELECT mailbox.complete_head('legacy-inbox', 1, '` + h.LeaseToken + `', 'done')`, "22023"},
+		{b.api, `SELECT mailbox.complete_head('legacy-inbox', 1, '` + h.LeaseToken + `', 'dead')`, "22023"},
+		{b.api, `SELECT mailbox.complete_head('legacy-inbox', 1, '` + h.LeaseToken + `', 'succeeded', 'why')`, "22023"},
+		{b.api, `SELECT mailbox.complete_head('legacy-inbox', 1, gen_random_uuid(), 'succeeded')`, "OB001"},
+		{b.api, `SELECT mailbox.complete_head('legacy-inbox', 99, gen_random_uuid(), 'succeeded')`, "OB402"},
+		{b.api, `SELECT mailbox.fail_head('legacy-inbox', 1, '` + h.LeaseToken + `', 'made_up')`, "22023"},
+		{b.api, `SELECT * FROM mailbox.claim_backfill('legacy-inbox', 0)`, "22023"},
+		{b.api, `SELECT mailbox.record_backfill('legacy-inbox', 1, 'maybe')`, "22023"},
+		{b.api, `SELECT mailbox.record_backfill('legacy-inbox', 1, 'written')`, "OB402"},
+		{b.api, `SELECT mailbox.resolve_abandoned('legacy-inbox', 1, 'forgotten', 'n')`, "22023"},
+		{b.api, `SELECT * FROM mailbox.released_holes('legacy-inbox', '-1 hour')`, "22023"},
+		{b.api, `SELECT * FROM mailbox.pipeline_status('nope')`, "22023"},
+		{b.api, `SELECT mailbox.acquire_pump('nope')`, "22023"},
+		{b.api, `SELECT * FROM mailbox.apply_reference_effect('legacy-inbox', 1, '` + h.LeaseToken + `', '', 'k', 't')`, "22023"},
+		{b.api, `SELECT mailbox.register_source('s3', '1 minute', '1 hour')`, "42501"},      // not the registrar
+		{reg, `SELECT * FROM mailbox.claim_head('legacy-inbox', 'w', '1 minute')`, "42501"}, // not the pump
+	}
+	for _, c := range cases {
+		_, err := c.conn.Exec(ctx, c.sql)
+		if got := pgcall.SQLState(err); got != c.state {
+			t.Errorf("%s: SQLSTATE %q (%v), want %s", c.sql, got, err, c.state)
+		}
+	}
+	if after := b.int(b.admin, `SELECT count(*) FROM mailbox.messages m WHERE m.state = 'pending' AND m.attempt = 1`); after != before {
+		t.Fatal("bad input changed the head")
+	}
+	if n := b.int(b.admin, `SELECT count(*) FROM mailbox.sources`); n != 1 {
+		t.Fatalf("%d sources", n)
+	}
 }
