@@ -222,6 +222,15 @@ func runMailboxDemo(ctx context.Context, server string) error {
 	fmt.Println()
 	st := p.Stats()
 	fmt.Printf("  pump: %d ticks, %d enqueued, %d succeeded, %d dead, %d marks written\n", st.Ticks, st.Discovered, st.Succeeded, st.Dead, st.Marked)
+	ps, err := pgcall.GetPipelineStatus(ctx, pumpConn, "legacy-inbox")
+	if err != nil {
+		return err
+	}
+	if st.Succeeded != 7 || marked != 7 || ps.LateRows != 1 || ps.Watermark != 8 || len(cs) != 2 {
+		return fmt.Errorf("mailbox pipeline: want 7 succeeded and marked, 1 late row, W=8 and 2 claimable heads; got %d, %d, %d, W=%d, %d",
+			st.Succeeded, marked, ps.LateRows, ps.Watermark, len(cs))
+	}
+	fmt.Println("\nmailbox checks passed: id order kept across the late commit, only the hole id skipped, the late row reported, every processed row marked once.")
 	return nil
 }
 
