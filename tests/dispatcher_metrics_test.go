@@ -105,7 +105,7 @@ func TestDispatcherMetricsScrape(t *testing.T) {
 	}
 	rows.Close()
 	uuidRE := regexp.MustCompile(`(?i)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
-	allowed := map[string]bool{"destination": true, "event_type": true, "schema_version": true, "outcome": true, "error_code": true}
+	allowed := map[string]bool{"destination": true, "event_type": true, "schema_version": true, "outcome": true, "error_code": true, "trigger": true}
 	for name, f := range fams {
 		for _, m := range f.GetMetric() {
 			for _, lp := range m.GetLabel() {

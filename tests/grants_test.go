@@ -211,7 +211,7 @@ func TestFunctionGrantsExact(t *testing.T) {
 	admin := testdb.Conn(t, testdb.URL(t), "")
 	jcs := []string{"outbox.jcs_canonicalize", "outbox.jcs_sha256"}
 	want := map[string][]string{
-		"outbox_registrar":  append([]string{"outbox.activate_delivery_set", "outbox.register_delivery_set", "outbox.register_destination", "outbox.set_retry_policy"}, jcs...),
+		"outbox_registrar":  append([]string{"inbox.bind_consumer_role", "outbox.activate_delivery_set", "outbox.register_delivery_set", "outbox.register_destination", "outbox.set_retry_policy"}, jcs...),
 		"outbox_producer":   append([]string{"outbox.append_event", "outbox.append_events"}, jcs...),
 		"outbox_dispatcher": append([]string{"outbox.ack_deliveries", "outbox.ack_delivery", "outbox.active_delivery_set", "outbox.claim_deliveries", "outbox.delivery_stats", "outbox.quarantine_deliveries", "outbox.quarantine_delivery", "outbox.recover_expired_leases", "outbox.renew_lease", "outbox.retry_deliveries", "outbox.retry_delivery"}, jcs...),
 		"outbox_consumer":   append([]string{"inbox.observe_revision", "inbox.read_receipt", "inbox.record_receipt"}, jcs...),

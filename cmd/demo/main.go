@@ -79,6 +79,9 @@ func run(ctx context.Context, server, bin string, runs int, timeout time.Duratio
 		}
 		d.consumerURLs[s.ConsumerName] = u
 		d.secrets[s.ConsumerName] = randomHex(32)
+		if err := bindConsumer(ctx, u, s.ConsumerName); err != nil {
+			return err
+		}
 	}
 	fmt.Printf("  producer database  %s\n", redact(d.producerURL))
 	for _, s := range reference.All() {
@@ -191,9 +194,10 @@ func (d *demo) startConsumers(ctx context.Context, bin string) error {
 		return err
 	}
 	d.consumerAddr = addr
-	args := []string{"-listen", addr, "-role", "outbox_consumer", "-log-level", "warn"}
+	args := []string{"-listen", addr, "-log-level", "warn"}
 	env := os.Environ()
 	for _, s := range reference.All() {
+		args = append(args, "-consumer-role", s.ConsumerName+"="+consumerRole(s.ConsumerName))
 		args = append(args, "-db", s.ConsumerName+"="+d.consumerURLs[s.ConsumerName])
 		env = append(env, "REFCONSUMER_"+strings.ToUpper(s.ConsumerName)+"_HMAC_SECRET="+d.secrets[s.ConsumerName])
 	}
@@ -416,4 +420,32 @@ func randomHex(n int) string {
 		panic(err)
 	}
 	return hex.EncodeToString(b)
+}
+
+// consumerRole is the demo's own role for one reference consumer (SPEC R-SEC-5: each consumer acts
+// only as itself; its name is bound to this role in its database).
+func consumerRole(consumerName string) string { return "pgoutbox_demo_" + consumerName }
+
+// bindConsumer creates the consumer's role (a NOLOGIN group role granted outbox_consumer; the
+// demo's superuser session switches to it with SET LOCAL ROLE) and binds the consumer name to it
+// in the consumer's database.
+func bindConsumer(ctx context.Context, dbURL, consumerName string) error {
+	c, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	role := pgx.Identifier{consumerRole(consumerName)}.Sanitize()
+	if _, err := c.Exec(ctx, `DO $$ BEGIN
+		IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = '`+consumerRole(consumerName)+`') THEN
+			CREATE ROLE `+role+` NOLOGIN;
+		END IF;
+	EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+	END $$`); err != nil {
+		return fmt.Errorf("create role for %s: %w", consumerName, err)
+	}
+	if _, err := c.Exec(ctx, `GRANT outbox_consumer TO `+role); err != nil {
+		return fmt.Errorf("grant outbox_consumer to %s: %w", consumerName, err)
+	}
+	return pgcall.BindConsumerRole(ctx, c, consumerName, consumerRole(consumerName))
 }

@@ -16,6 +16,9 @@
 //	-secret NAME=SECRET       REFCONSUMER_<NAME>_HMAC_SECRET   (prefer the environment)
 //	-token NAME=TOKEN         REFCONSUMER_<NAME>_BEARER_TOKEN  (prefer the environment)
 //	-role ROLE                REFCONSUMER_ROLE              SET LOCAL ROLE in every transaction
+//	-consumer-role NAME=ROLE  REFCONSUMER_<NAME>_ROLE       that consumer's own role instead of -role:
+//	                                                        the role its name is bound to
+//	                                                        (inbox.bind_consumer_role, SPEC R-SEC-5)
 //	-install-schema           REFCONSUMER_INSTALL_SCHEMA    default true: create the domain schemas
 //	-grant-to ROLE            REFCONSUMER_GRANT_TO          role granted the domain schemas (default -role)
 //	-max-concurrent N         REFCONSUMER_MAX_CONCURRENT    default 64 per consumer (then 429)
@@ -84,11 +87,12 @@ func run(args []string) error {
 	listen := fs.String("listen", env("REFCONSUMER_LISTEN", "127.0.0.1:8090"), "listen address")
 	consumers := fs.String("consumers", env("REFCONSUMER_CONSUMERS", strings.Join(names, ",")), "consumers to serve")
 	defaultDB := fs.String("database-url", env("REFCONSUMER_DATABASE_URL", ""), "database of every consumer without its own -db")
-	dbs, secrets, tokens := multiFlag{}, multiFlag{}, multiFlag{}
+	dbs, secrets, tokens, roles := multiFlag{}, multiFlag{}, multiFlag{}, multiFlag{}
 	fs.Var(dbs, "db", "NAME=URL database of one consumer (repeatable)")
 	fs.Var(secrets, "secret", "NAME=SECRET HMAC secret of one consumer (repeatable; prefer the environment)")
 	fs.Var(tokens, "token", "NAME=TOKEN bearer token of one consumer (repeatable; prefer the environment)")
 	role := fs.String("role", env("REFCONSUMER_ROLE", ""), "role to SET LOCAL in every transaction")
+	fs.Var(roles, "consumer-role", "NAME=ROLE role of one consumer, instead of -role (repeatable; the role inbox.bind_consumer_role bound NAME to)")
 	installDefault, _ := strconv.ParseBool(env("REFCONSUMER_INSTALL_SCHEMA", "true"))
 	install := fs.Bool("install-schema", installDefault, "create the consumers' domain schemas at start")
 	grantTo := fs.String("grant-to", env("REFCONSUMER_GRANT_TO", ""), "role granted the domain schemas (default: -role)")
@@ -123,6 +127,9 @@ func run(args []string) error {
 		}
 		o := serveOptions{spec: spec, role: *role, grantTo: *grantTo, install: *install,
 			maxConcurrent: *maxConc, insecure: *insecure}
+		if r := firstNonEmpty(roles[name], os.Getenv(envName(name, "ROLE"))); r != "" {
+			o.role, o.grantTo = r, r
+		}
 		o.dbURL = firstNonEmpty(dbs[name], os.Getenv(envName(name, "DATABASE_URL")), *defaultDB)
 		if o.dbURL == "" {
 			return fmt.Errorf("consumer %s: no database URL (-db %s=URL, %s or -database-url)", name, name, envName(name, "DATABASE_URL"))

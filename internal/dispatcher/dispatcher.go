@@ -249,6 +249,8 @@ func (d *Dispatcher) claimLoop(ctx context.Context) {
 	bo := newBackoff(100*time.Millisecond, 5*time.Second)
 	poll := time.NewTimer(d.cfg.PollInterval)
 	defer poll.Stop()
+	trigger := "poll"
+	var lastClaim time.Time
 	for ctx.Err() == nil {
 		free := d.cfg.Concurrency - int(d.inflight.Load())
 		if free <= 0 {
@@ -260,6 +262,20 @@ func (d *Dispatcher) claimLoop(ctx context.Context) {
 			continue
 		}
 		n := min(free, d.cfg.BatchSize)
+		// Wake-ups are coalesced (R-SEC-5): any login may NOTIFY the channel, so a burst of them
+		// must not turn into a burst of claims - at most one notify-triggered claim per
+		// wake_coalesce; the notifications arriving meanwhile are absorbed by it.
+		if trigger == "notify" && d.cfg.WakeCoalesce > 0 {
+			if wait := d.cfg.WakeCoalesce - time.Since(lastClaim); wait > 0 && !sleepCtx(ctx, wait) {
+				return
+			}
+			select {
+			case <-d.wake:
+			default:
+			}
+		}
+		d.m.ClaimCalls.WithLabelValues(trigger).Inc()
+		lastClaim = time.Now()
 		failpoint.Inject(failpoint.BeforeClaim) // T-3 crash window (test-only; no-op otherwise)
 		// A claim that started completes even if ctx is cancelled meanwhile, so every claimed row
 		// is delivered (or drained) rather than stranded until lease expiry.
@@ -286,6 +302,7 @@ func (d *Dispatcher) claimLoop(ctx context.Context) {
 			d.start(r, claimedAt)
 		}
 		if len(rows) == n {
+			trigger = "more"
 			continue // probably more work
 		}
 		if !poll.Stop() {
@@ -299,7 +316,9 @@ func (d *Dispatcher) claimLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-d.wake:
+			trigger = "notify"
 		case <-poll.C:
+			trigger = "poll"
 		}
 	}
 }

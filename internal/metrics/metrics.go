@@ -24,6 +24,7 @@ const ns = "pgoutbox"
 type Metrics struct {
 	Registry *prometheus.Registry
 
+	ClaimCalls        *prometheus.CounterVec   // trigger: notify|poll|more
 	Claims            *prometheus.CounterVec   // destination, event_type, schema_version
 	Acks              *prometheus.CounterVec   // destination, event_type, schema_version, outcome (complete|not_complete)
 	Retries           *prometheus.CounterVec   // destination, event_type, schema_version, error_code, outcome (pending|quarantined)
@@ -61,6 +62,8 @@ func New() *Metrics {
 	dl := []string{"destination", "event_type", "schema_version"}
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
+		ClaimCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "dispatcher", Name: "claim_calls_total",
+			Help: "claim_deliveries calls, by what triggered them: notify (a wake-up on channel outbox_delivery, coalesced to one claim per wake_coalesce), poll (poll_interval), more (the previous claim filled its batch)."}, []string{"trigger"}),
 		Claims: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "dispatcher", Name: "claims_total",
 			Help: "Deliveries claimed (one attempt start each)."}, dl),
 		Acks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "dispatcher", Name: "acks_total",
@@ -98,7 +101,7 @@ func New() *Metrics {
 		BuildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: "dispatcher", Name: "build_info",
 			Help: "Always 1; the dispatcher's version and Go version."}, []string{"version", "go_version"}),
 	}
-	m.Registry.MustRegister(m.Claims, m.Acks, m.Retries, m.Quarantines, m.FencingRejections, m.LeaseExpiries,
+	m.Registry.MustRegister(m.ClaimCalls, m.Claims, m.Acks, m.Retries, m.Quarantines, m.FencingRejections, m.LeaseExpiries,
 		m.TransportErrors, m.DatabaseErrors, m.DeliveryLatency, m.OutcomeBatchSize, m.InFlight, m.Pending, m.Leased,
 		m.OldestPendingAge, m.OldestGapAge, m.StatsUp, m.BuildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -25,8 +25,11 @@
 --   reused with other content); OB201 not canonicalizable (also a canonical text that is not
 --   exactly the canonical form of an acceptable document). The first element (input order) that
 --   breaks an envelope or digest rule raises, then the first that breaks a definition rule.
--- Locking: row locks of the inserted events/deliveries only; a concurrent append of the same
---   new eventId waits for this transaction and then fails on the primary key.
+-- Locking: row locks of the inserted events/deliveries; a concurrent append of the same new
+--   eventId waits for this transaction and then fails on the primary key. For a per_aggregate
+--   destination, the open head of each aggregate chain it appends behind is held FOR SHARE (in
+--   destination, event_id order) until commit: new revisions behind it are parked (available_at
+--   'infinity', R-CL-6) and released by outbox._release_successors when the head ends.
 -- Caller: outbox_producer.
 CREATE FUNCTION outbox.append_events(
     p_events json,
@@ -117,6 +120,47 @@ BEGIN
     ), fresh AS MATERIALIZED (
         -- new events, each once even when the call repeats it
         SELECT k.* FROM checked k WHERE k.existing_sha256 IS NULL AND k.ord = k.first_ord
+    ), chain AS MATERIALIZED (
+        -- per_aggregate destinations (R-CL-6, R-CL-7): a new delivery that waits behind an earlier
+        -- revision of its aggregate - open in the table, or earlier in this call - is parked at
+        -- available_at = 'infinity', outside the claim's index range, so blocked chains cost a
+        -- claim nothing; outbox._release_successors makes it claimable when the head ends.
+        SELECT f.event_id, m.destination, f.aggregate_id, f.aggregate_revision,
+               pg_catalog.row_number() OVER (PARTITION BY m.destination, f.aggregate_id
+                                             ORDER BY f.aggregate_revision, f.ord) AS in_call
+          FROM fresh f
+          JOIN outbox.delivery_set_members m
+            ON m.delivery_set_version = f.delivery_set_version AND m.event_type = f.event_type
+           AND m.event_schema_version = f.schema_version AND m.mandatory
+          JOIN outbox.delivery_destinations dd ON dd.destination = m.destination AND dd.ordering = 'per_aggregate'
+    ), heads AS MATERIALIZED (
+        -- the lowest open revision of each such chain
+        SELECT h.destination, h.event_id
+          FROM (SELECT DISTINCT c.destination, c.aggregate_id FROM chain c) AS k
+         CROSS JOIN LATERAL (
+                SELECT o.destination, o.event_id
+                  FROM outbox.outbox_deliveries o
+                 WHERE o.destination = k.destination AND o.aggregate_id = k.aggregate_id
+                   AND o.status IN ('pending', 'leased')
+                 ORDER BY o.aggregate_revision
+                 LIMIT 1) AS h
+    ), held AS MATERIALIZED (
+        -- held FOR SHARE until commit (in the key order outcome functions lock in): the head
+        -- cannot become terminal - and release its successors - before this transaction's parked
+        -- rows are visible; one that became terminal meanwhile drops out here (re-checked).
+        SELECT d.destination, d.aggregate_id, d.aggregate_revision
+          FROM outbox.outbox_deliveries d
+          JOIN heads ON d.destination = heads.destination AND d.event_id = heads.event_id
+         WHERE d.status IN ('pending', 'leased')
+         ORDER BY d.destination, d.event_id
+           FOR SHARE OF d
+    ), parked AS MATERIALIZED (
+        SELECT c.event_id, c.destination
+          FROM chain c
+         WHERE c.in_call > 1
+            OR EXISTS (SELECT 1 FROM held h
+                        WHERE h.destination = c.destination AND h.aggregate_id = c.aggregate_id
+                          AND h.aggregate_revision < c.aggregate_revision)
     ), inserted_events AS (
         INSERT INTO outbox.outbox_events
             (event_id, event_type, schema_version, delivery_set_version, delivery_set_definition_schema_version,
@@ -136,10 +180,12 @@ BEGIN
         INSERT INTO outbox.outbox_deliveries
             (destination, event_id, delivery_set_version, consumer_name, expected_receipt_type,
              expected_receipt_schema_version, required_projection_name, required_projection_version,
-             mandatory, aggregate_id, aggregate_revision)
+             mandatory, aggregate_id, aggregate_revision, available_at)
         SELECT m.destination, f.event_id, m.delivery_set_version, m.consumer_name, m.expected_receipt_type,
                m.expected_receipt_schema_version, m.projection_name, m.projection_version,
-               true, f.aggregate_id, f.aggregate_revision
+               true, f.aggregate_id, f.aggregate_revision,
+               CASE WHEN EXISTS (SELECT 1 FROM parked p WHERE p.event_id = f.event_id AND p.destination = m.destination)
+                    THEN 'infinity'::timestamptz ELSE pg_catalog.now() END
           FROM fresh f
           JOIN outbox.delivery_set_members m
             ON m.delivery_set_version = f.delivery_set_version AND m.event_type = f.event_type
