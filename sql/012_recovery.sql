@@ -37,6 +37,10 @@ ALTER TABLE outbox.outbox_deliveries
 -- The recovery audit: one immutable row per recovery (R-AK-10, R-SEC-3). recovered_txid is
 -- stamped by the insert trigger; the deliveries' immutability trigger requires a row of the
 -- current transaction for the delivery before it lets it leave quarantined.
+-- No foreign keys on purpose: the only writer (redeliver_quarantined) reads the delivery and
+-- the quarantine row it names under their row locks; an audit record must outlive any later
+-- move of hot rows (retention); and a reference to outbox_quarantine would turn the
+-- quarantine's TRUNCATE refusal (OB202, its trigger) into a foreign-key error.
 CREATE TABLE outbox.outbox_recoveries (
     recovery_id            uuid PRIMARY KEY DEFAULT gen_random_uuid(),
     idempotency_key        text NOT NULL UNIQUE
@@ -47,7 +51,7 @@ CREATE TABLE outbox.outbox_recoveries (
                            CHECK (length(case_id) <= 128 AND case_id ~ '^[A-Za-z0-9][A-Za-z0-9._:/-]*$'),
     reason                 text NOT NULL CHECK (length(reason) BETWEEN 1 AND 500 AND reason !~ '[[:cntrl:]]'),
     requested_by           text NOT NULL,
-    quarantine_id          bigint NOT NULL REFERENCES outbox.outbox_quarantine (quarantine_id),
+    quarantine_id          bigint NOT NULL,
     quarantine_reason      text NOT NULL REFERENCES outbox.error_codes (code),
     quarantined_at         timestamptz NOT NULL,
     before_status          text NOT NULL CHECK (before_status = 'quarantined'),
@@ -57,8 +61,7 @@ CREATE TABLE outbox.outbox_recoveries (
     after_status           text NOT NULL CHECK (after_status = 'pending'),
     after_available_at     timestamptz NOT NULL,
     recovered_at           timestamptz NOT NULL,
-    recovered_txid         xid8 NOT NULL,
-    FOREIGN KEY (destination, event_id) REFERENCES outbox.outbox_deliveries (destination, event_id)
+    recovered_txid         xid8 NOT NULL
 );
 CREATE INDEX outbox_recoveries_by_delivery ON outbox.outbox_recoveries (destination, event_id);
 CREATE INDEX outbox_recoveries_by_quarantine ON outbox.outbox_recoveries (quarantine_id);
