@@ -36,6 +36,9 @@ func rcQuarantined(t *testing.T, b rcBundle) (string, pgcall.ClaimedDelivery) {
 	t.Helper()
 	ev := dxAppend(t, b.admin, dxMetering, "agg-"+strings.ReplaceAll(t.Name(), "/", "-"), 1)
 	c := dxClaimOne(t, b.disp, dxWorkerA, time.Minute, dxDestMetering)
+	if c.EventID != ev {
+		t.Fatalf("fixture: claimed %s, not the new event %s (another metering delivery is pending)", c.EventID, ev)
+	}
 	if err := pgcall.QuarantineDelivery(context.Background(), b.disp, fenceOf(c), "consumer_rejected", "consumer_rejected"); err != nil {
 		t.Fatal(err)
 	}
@@ -605,4 +608,72 @@ func TestRecoveryPreview(t *testing.T) {
 	}
 	_, err = pgcall.PreviewRedelivery(ctx, b.aud, dxDestMetering, "00000000-0000-4000-8000-000000000000")
 	dxWantState(t, err, "22023")
+}
+
+// R-AK-10: concurrent requests, real connections step by step. (a) The same request twice at
+// once: the second waits for the first's row lock and answers its result - one recovery.
+// (b) Another key for the same delivery at once: the second waits, then finds the delivery
+// pending - OB602. (c) The same key for two deliveries at once: the second waits on the key's
+// unique entry, then OB601. Each time exactly one audit row is added.
+func TestRecoveryConcurrentRequests(t *testing.T) {
+	t.Parallel()
+	b := rcSetup(t)
+	ctx := context.Background()
+	op2 := testdb.Conn(t, b.dsn, "outbox_operator")
+	type answer struct {
+		r   pgcall.Redelivery
+		err error
+	}
+	run := func(evFirst, keyFirst, evSecond, keySecond string) (pgcall.Redelivery, answer) {
+		t.Helper()
+		tx, err := b.op.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		first, err := rcRedeliver(b, tx, dxDestMetering, evFirst, "CASE-C", "fixed", keyFirst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan answer, 1)
+		go func() {
+			r, err := rcRedeliver(b, op2, dxDestMetering, evSecond, "CASE-C", "fixed", keySecond)
+			done <- answer{r, err}
+		}()
+		// The second call must be waiting (on the row lock or on the key) before the first commits.
+		dpEventually(t, "second call waiting", func() bool {
+			return dxInt(t, b.admin, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
+				AND query LIKE '%redeliver_quarantined%' AND datname = current_database()`) == 1
+		})
+		select {
+		case a := <-done:
+			t.Fatalf("second call did not wait: %+v", a)
+		default:
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return first, <-done
+	}
+
+	// All four quarantined up front (a recovered delivery is pending and would be claimed next).
+	ev1, _ := rcQuarantined(t, b)
+	ev2, _ := rcQuarantined(t, b)
+	ev3, _ := rcQuarantined(t, b)
+	ev4, _ := rcQuarantined(t, b)
+	first, second := run(ev1, "conc-1", ev1, "conc-1")
+	if second.err != nil || second.r != first {
+		t.Fatalf("(a) same request: %+v, want %+v", second, first)
+	}
+	_, second = run(ev2, "conc-2", ev2, "conc-2-other")
+	dxWantState(t, second.err, "OB602")
+	row4 := dxRow(t, b.admin, dxDestMetering, ev4)
+	_, second = run(ev3, "conc-3", ev4, "conc-3")
+	dxWantState(t, second.err, "OB601")
+	if dxRow(t, b.admin, dxDestMetering, ev4) != row4 {
+		t.Fatal("(c) the refused delivery changed")
+	}
+	if n := dxInt(t, b.admin, `SELECT count(*) FROM outbox.outbox_recoveries`); n != 3 {
+		t.Fatalf("%d recoveries, want 3", n)
+	}
 }
