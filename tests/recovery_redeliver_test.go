@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/testdb"
@@ -272,6 +273,17 @@ func TestRecoveryArgumentsValidated(t *testing.T) {
 	}
 	if dxRow(t, b.admin, dxDestMetering, ev) != row || dxInt(t, b.admin, `SELECT count(*) FROM outbox.outbox_recoveries`) != 0 {
 		t.Fatal("an invalid request changed something")
+	}
+	// A quarantine an operator already took up under a case is recovered under that case only.
+	owner := testdb.Conn(t, b.dsn, "outbox_owner")
+	if _, err := owner.Exec(context.Background(), `UPDATE outbox.outbox_quarantine SET case_id = 'ops/2026:INC-1.a_b'
+		WHERE destination = $1 AND event_id = $2::uuid`, dxDestMetering, ev); err != nil {
+		t.Fatal(err)
+	}
+	_, err := rcRedeliver(b, b.op, dxDestMetering, ev, "OTHER-CASE", "fixed", "k-other-case")
+	var pgErr *pgconn.PgError
+	if pgcall.SQLState(err) != "22023" || !errors.As(err, &pgErr) || !strings.Contains(pgErr.Detail, "belongs to case ops/2026:INC-1.a_b") {
+		t.Fatalf("recovery under another case: %v", err)
 	}
 	if _, err := rcRedeliver(b, b.op, dxDestMetering, ev, "ops/2026:INC-1.a_b", "line 1\r\nline 2\x00\x7f end", "k:1.a_b-c"); err == nil {
 		t.Fatal("a NUL byte in the reason was accepted by the driver")
