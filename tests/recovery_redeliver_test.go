@@ -420,12 +420,25 @@ func TestRecoveryTransitionOnlyThroughRedeliver(t *testing.T) {
 	}
 	_, err = owner.Exec(ctx, `TRUNCATE outbox.outbox_recoveries`)
 	dxWantState(t, err, "OB202")
-	// A forged recovered_txid is overwritten by the insert trigger (a row prepared in one
-	// transaction never serves another): checked by the stamp equal to the inserting transaction.
-	var stamped bool
-	if err := b.admin.QueryRow(ctx, `SELECT bool_and(recovered_txid IS NOT NULL) FROM outbox.outbox_recoveries`).Scan(&stamped); err != nil || !stamped {
-		t.Fatalf("recovered_txid not stamped: %v", err)
-	}
+	// A forged recovered_txid is overwritten by the insert trigger with the inserting
+	// transaction's id, so a row prepared in one transaction never opens the door in another.
+	func() {
+		tx, err := owner.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		var stamped bool
+		if err := tx.QueryRow(ctx, `WITH r AS (
+			INSERT INTO outbox.outbox_recoveries (idempotency_key, destination, event_id, case_id, reason, requested_by,
+			       quarantine_id, quarantine_reason, quarantined_at, before_status, before_attempt_count,
+			       after_status, after_available_at, recovered_at, recovered_txid)
+			VALUES ('forged', $1, $2::uuid, 'C', 'forged', 'x', 0, 'consumer_rejected', now(), 'quarantined', 0,
+			        'pending', now(), now(), '999999999'::xid8) RETURNING recovered_txid)
+			SELECT recovered_txid = pg_current_xact_id() FROM r`, dxDestMetering, ev).Scan(&stamped); err != nil || !stamped {
+			t.Fatalf("recovered_txid not stamped with the inserting transaction: %v %v", stamped, err)
+		}
+	}()
 	if s := dxStatus(t, b.admin, dxDestMetering, ev); s != "quarantined" {
 		t.Fatalf("status %s", s)
 	}
