@@ -8,6 +8,7 @@
 //	outboxctl [-db URL] release list
 //	outboxctl [-db URL] audit
 //	outboxctl [-db URL] status
+//	outboxctl [-db URL] quarantine list | preview D EVENT | redeliver D EVENT --case C --reason TEXT --key K [--yes]
 //
 // The database URL comes from -db, else PGOUTBOX_URL, else DATABASE_URL.
 package main
@@ -32,6 +33,11 @@ commands:
   release list                             registered definitions with status
   audit                                    grant matrix and trigger list, stable text for diffs
   status                                   per-destination delivery status (read-only)
+  quarantine list [--destination D] [--reason R]
+                                           deliveries quarantined now (read-only, as outbox_auditor)
+  quarantine preview D EVENT               what a re-delivery would do (changes nothing)
+  quarantine redeliver D EVENT --case C --reason TEXT --key K [--yes]
+                                           re-deliver the original event (as outbox_operator, audited)
 `
 
 func main() {
@@ -76,6 +82,8 @@ func run(ctx context.Context, dsn string, args []string, out io.Writer) error {
 		return runAudit(ctx, dsn, args[1:], out)
 	case "status":
 		return runStatus(ctx, dsn, args[1:], out)
+	case "quarantine":
+		return runQuarantine(ctx, dsn, args[1:], out)
 	}
 	return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
 }
