@@ -390,3 +390,31 @@ func sealLoose(d *receiptDoc) {
 		}
 	}
 }
+
+// Issue 12 defect 3 (R-AK-2, D-2): a consumer's receipt with a duplicate key, a float or an
+// unsafe integer is refused by ack_delivery with OB002 (its DETAIL naming the defect), not
+// OB201 — what docs/errors.md and docs/transport-http.md say — and the delivery stays leased.
+func TestAckDeliveryNonCanonicalReceiptIsOB002(t *testing.T) {
+	t.Parallel()
+	b := dxSetup(t)
+	ctx := context.Background()
+	dxAppend(t, b.admin, dxMetering, "agg-dup", 1)
+	c := dxClaimOne(t, b.disp, dxWorkerA, dxLongLease, dxDestMetering)
+	d := newReceipt(t, c).Seal(t)
+	ack, rc := d.JSON(t)
+	for name, receiptDoc := range map[string]string{
+		"duplicate key":  `{"consumerName":"x",` + string(rc[1:]),
+		"float":          strings.Replace(string(rc), `"committedAt"`, `"consumerOutcome":1.5,"committedAt"`, 1),
+		"unsafe integer": strings.Replace(string(rc), `"committedAt"`, `"projectionVersion":9007199254740993,"committedAt"`, 1),
+	} {
+		for _, cand := range []string{"", "x"} { // slow path, and a hot-path candidate that is not the receipt's
+			_, err := pgcall.AckDelivery(ctx, b.disp, fenceOf(c), ack, json.RawMessage(receiptDoc), cand)
+			if pgcall.SQLState(err) != "OB002" {
+				t.Errorf("%s (candidate %q): %v, want OB002", name, cand, err)
+			}
+		}
+	}
+	if res, err := pgcall.AckDelivery(ctx, b.disp, fenceOf(c), ack, rc, ""); err != nil || res != "complete" {
+		t.Fatalf("the delivery must still be ackable: %q %v", res, err)
+	}
+}
