@@ -213,9 +213,9 @@ func (d *demo) startDispatcher(ctx context.Context, bin string) error {
 	d.metrics = addr
 	var b strings.Builder
 	fmt.Fprintf(&b, "mode = \"production\"\nworker_name = \"demo-dispatcher\"\nbatch_size = 32\nconcurrency = 16\n")
+	fmt.Fprintf(&b, "lease = \"30s\"\npoll_interval = \"200ms\"\nrecovery_interval = \"1s\"\nmetrics_address = %q\n", addr)
 	// stats_interval 1s: the backlog gauges catch up with the final state within a second
-	// (printMetrics waits for that before the last print).
-	fmt.Fprintf(&b, "lease = \"30s\"\npoll_interval = \"200ms\"\nrecovery_interval = \"1s\"\nstats_interval = \"1s\"\nmetrics_address = %q\n", addr)
+	// (the final print waits for that, waitGaugesDrained).
 	fmt.Fprintf(&b, "database_role = \"outbox_dispatcher\"\nlog_level = \"warn\"\nstats_interval = \"1s\"\n")
 	env := os.Environ()
 	for _, s := range reference.All() {
