@@ -40,7 +40,7 @@ func rcQuarantined(t *testing.T, b rcBundle) (string, pgcall.ClaimedDelivery) {
 	if c.EventID != ev {
 		t.Fatalf("fixture: claimed %s, not the new event %s (another metering delivery is pending)", c.EventID, ev)
 	}
-	if err := pgcall.QuarantineDelivery(context.Background(), b.disp, fenceOf(c), "consumer_rejected", "consumer_rejected"); err != nil {
+	if err := pgcall.QuarantineDelivery(context.Background(), b.disp, fenceOf(c), "consumer_rejected", "consumer_rejected", nil); err != nil {
 		t.Fatal(err)
 	}
 	return ev, c
@@ -387,7 +387,7 @@ func TestRecoveryTransitionOnlyThroughRedeliver(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := dxClaimOne(t, b.disp, dxWorkerA, time.Minute, dxDestMetering)
-	if err := pgcall.QuarantineDelivery(ctx, b.disp, fenceOf(c), "envelope_invalid", "envelope_invalid"); err != nil {
+	if err := pgcall.QuarantineDelivery(ctx, b.disp, fenceOf(c), "envelope_invalid", "envelope_invalid", nil); err != nil {
 		t.Fatal(err)
 	}
 	dxWantState(t, tryOwner(toPending), "OB202")
@@ -559,7 +559,7 @@ func TestRecoveryPublishesOnceWhenLastDeliveryAcknowledged(t *testing.T) {
 	ev := dxAppend(t, b.admin, dxResolution, "agg-pub", 1)
 	dxAck(t, b.disp, dxClaimOne(t, b.disp, dxWorkerA, time.Minute, dxDestCoreOps))
 	c := dxClaimOne(t, b.disp, dxWorkerA, time.Minute, dxDestCoord)
-	if err := pgcall.QuarantineDelivery(context.Background(), b.disp, fenceOf(c), "unsupported_schema", "unsupported_schema"); err != nil {
+	if err := pgcall.QuarantineDelivery(context.Background(), b.disp, fenceOf(c), "unsupported_schema", "unsupported_schema", nil); err != nil {
 		t.Fatal(err)
 	}
 	if dxPublishedAt(t, b.admin, ev) != nil {

@@ -470,7 +470,7 @@ func TestPerAggregateBlockedChainsCostNothing(t *testing.T) {
 	if len(next) != 1 || next[0].EventID != ids[1] {
 		t.Fatalf("after acking revision 1 the claim returned %d rows, want revision 2", len(next))
 	}
-	if err := pgcall.QuarantineDelivery(ctx, b.disp, fenceOf(next[0]), "consumer_rejected", "consumer_rejected"); err != nil {
+	if err := pgcall.QuarantineDelivery(ctx, b.disp, fenceOf(next[0]), "consumer_rejected", "consumer_rejected", nil); err != nil {
 		t.Fatal(err)
 	}
 	third := dxClaim(t, b.disp, dxWorkerA, 10, dxLongLease, dxDestOrdered)

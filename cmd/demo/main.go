@@ -218,6 +218,8 @@ func (d *demo) startDispatcher(ctx context.Context, bin string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "mode = \"production\"\nworker_name = \"demo-dispatcher\"\nbatch_size = 32\nconcurrency = 16\n")
 	fmt.Fprintf(&b, "lease = \"30s\"\npoll_interval = \"200ms\"\nrecovery_interval = \"1s\"\nmetrics_address = %q\n", addr)
+	// stats_interval 1s: the backlog gauges catch up with the final state within a second
+	// (the final print waits for that, waitGaugesDrained).
 	fmt.Fprintf(&b, "database_role = \"outbox_dispatcher\"\nlog_level = \"warn\"\nstats_interval = \"1s\"\n")
 	env := os.Environ()
 	for _, s := range reference.All() {
@@ -365,6 +367,12 @@ func (d *demo) summary(ctx context.Context) error {
 	}
 
 	step("dispatcher metrics (selected series)")
+	// The backlog gauges are refreshed by the dispatcher every stats_interval: wait until they
+	// show the state just read from the database (no open delivery) before printing them, so the
+	// print never shows a stale pending count next to "open deliveries 0" (issue 12 defect 6).
+	if s.NonTerminal == 0 {
+		waitGaugesDrained("http://"+d.metrics+"/metrics", 15*time.Second)
+	}
 	if err := printMetrics("http://" + d.metrics + "/metrics"); err != nil {
 		fmt.Printf("  (metrics unavailable: %v)\n", err)
 	}
@@ -389,6 +397,41 @@ func (d *demo) summary(ctx context.Context) error {
 	}
 	fmt.Println("\nall checks passed: every mandatory delivery is terminal, nothing lost, nothing applied twice.")
 	return nil
+}
+
+// waitGaugesDrained polls url until every pgoutbox_pending_deliveries and
+// pgoutbox_leased_deliveries series reads 0, or bound passes (then the print says what it saw).
+func waitGaugesDrained(url string, bound time.Duration) {
+	deadline := time.Now().Add(bound)
+	for {
+		drained, err := gaugesDrained(url)
+		if err == nil && drained {
+			return
+		}
+		if time.Now().After(deadline) {
+			fmt.Println("  (the dispatcher's backlog gauges had not caught up yet)")
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func gaugesDrained(url string) (bool, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		if (strings.HasPrefix(l, "pgoutbox_pending_deliveries{") || strings.HasPrefix(l, "pgoutbox_leased_deliveries{")) &&
+			!strings.HasSuffix(l, " 0") {
+			return false, nil
+		}
+	}
+	return true, sc.Err()
 }
 
 func printMetrics(url string) error {

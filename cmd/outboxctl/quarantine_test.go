@@ -33,7 +33,7 @@ func TestQuarantineCommands(t *testing.T) {
 			t.Fatalf("claim: %v %d", err, len(rows))
 		}
 		c := rows[0]
-		if err := pgcall.QuarantineDelivery(ctx, disp, pgcall.Fence{Destination: c.Destination, EventID: c.EventID, AttemptID: c.AttemptID, LeaseToken: c.LeaseToken}, reason, reason); err != nil {
+		if err := pgcall.QuarantineDelivery(ctx, disp, pgcall.Fence{Destination: c.Destination, EventID: c.EventID, AttemptID: c.AttemptID, LeaseToken: c.LeaseToken}, reason, reason, nil); err != nil {
 			t.Fatal(err)
 		}
 		return ev

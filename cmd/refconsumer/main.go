@@ -99,6 +99,10 @@ func run(args []string) error {
 	maxConcDefault, _ := strconv.Atoi(env("REFCONSUMER_MAX_CONCURRENT", "64"))
 	maxConc := fs.Int("max-concurrent", maxConcDefault, "deliveries in progress per consumer before 429")
 	insecure := fs.Bool("insecure-no-auth", false, "accept unauthenticated requests (development only)")
+	maxBody := fs.Int64("max-body-bytes", 4<<20, "largest request body accepted (413 above)")
+	maxUnauth := fs.Int("max-unauthenticated-reads", 4, "request bodies read at once before their HMAC signature is checked")
+	window := fs.Duration("signature-window", 5*time.Minute, "a signature whose timestamp is further from now is stale; accepted signatures are remembered this long (replays refused)")
+	bodyOnly := fs.Bool("accept-body-only-signature", false, "also accept the obsolete replayable body-only signature (migration only)")
 	logLevel := fs.String("log-level", env("REFCONSUMER_LOG_LEVEL", "info"), "debug|info|warn|error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -110,6 +114,15 @@ func run(args []string) error {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	if *maxConc < 1 || *maxConc > 10000 {
 		return fmt.Errorf("-max-concurrent %d out of range 1..10000", *maxConc)
+	}
+	if *maxBody < 1024 || *maxBody > 64<<20 {
+		return fmt.Errorf("-max-body-bytes %d out of range 1024..%d", *maxBody, 64<<20)
+	}
+	if *maxUnauth < 1 || *maxUnauth > 1024 {
+		return fmt.Errorf("-max-unauthenticated-reads %d out of range 1..1024", *maxUnauth)
+	}
+	if *window < time.Second || *window > time.Hour {
+		return fmt.Errorf("-signature-window %s out of range 1s..1h", *window)
 	}
 	if *grantTo == "" {
 		*grantTo = *role
@@ -126,7 +139,8 @@ func run(args []string) error {
 			return fmt.Errorf("unknown consumer %q (known: %s)", name, strings.Join(names, ", "))
 		}
 		o := serveOptions{spec: spec, role: *role, grantTo: *grantTo, install: *install,
-			maxConcurrent: *maxConc, insecure: *insecure}
+			maxConcurrent: *maxConc, insecure: *insecure, maxBodyBytes: *maxBody, maxUnauthReads: *maxUnauth,
+			signatureWindow: *window, acceptBodyOnly: *bodyOnly}
 		if r := firstNonEmpty(roles[name], os.Getenv(envName(name, "ROLE"))); r != "" {
 			o.role, o.grantTo = r, r
 		}
