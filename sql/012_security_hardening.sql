@@ -35,6 +35,10 @@ ALTER TABLE inbox.inbox_revision_progress DROP CONSTRAINT inbox_revision_progres
 ALTER TABLE inbox.inbox_revision_progress ADD CONSTRAINT inbox_revision_progress_last_revision_check
     CHECK (last_revision >= 0);
 
+-- a consumer's receipt ref may be as long as the ack rule allows (500, was 200 here)
+ALTER TABLE inbox.inbox_receipts DROP CONSTRAINT inbox_receipts_receipt_ref_check;
+ALTER TABLE inbox.inbox_receipts ADD CONSTRAINT inbox_receipts_receipt_ref_check
+    CHECK (receipt_ref <> '' AND pg_catalog.length(receipt_ref) <= 500);
 DROP FUNCTION inbox.record_receipt(text, text, integer, json, json, text);
 {{ template "functions/record_receipt.sql" . }}
 DROP FUNCTION inbox.read_receipt(text, text, integer, uuid, text);

@@ -578,3 +578,28 @@ func TestWakeUpBurstIsCoalesced(t *testing.T) {
 		t.Fatalf("600 notifications drove no claim at all")
 	}
 }
+
+// R-AK-1a, R-CO-1: the consumer kit's inbox accepts a receipt ref as long as the ack rule does
+// (500 characters) and refuses a longer one (OB002), so a ref the published schema allows is
+// never lost between the inbox and the ack.
+func TestRecordReceiptRefLimitMatchesAckRule(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cons := testdb.Conn(t, testdb.URL(t), "outbox_consumer")
+	for _, n := range []int{500, 501} {
+		env, _, doc := ckEnvelopeAndReceipt(t, receipt.Fields{"consumerOutcome": "ref"})
+		var m map[string]any
+		if err := json.Unmarshal(doc.Receipt, &m); err != nil {
+			t.Fatal(err)
+		}
+		m["meteringInputProcessorConsumerReceiptRef"] = strings.Repeat("r", n)
+		rc, _ := json.Marshal(m)
+		_, err := ckRecord(ctx, cons, ckMetering, "", 0, env, rc)
+		if n == 500 && err != nil {
+			t.Fatalf("a 500-character ref: %v", err)
+		}
+		if n == 501 {
+			shWant(t, err, "OB002", "a 501-character ref")
+		}
+	}
+}

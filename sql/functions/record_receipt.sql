@@ -252,9 +252,9 @@ BEGIN
     -- Ref: the consumer's (checked here), or the deterministic default (assigned below).
     IF v_doc ? (v_p || 'Ref') THEN
         IF pg_catalog.jsonb_typeof(v_doc -> (v_p || 'Ref')) IS DISTINCT FROM 'string'
-           OR (v_doc ->> (v_p || 'Ref')) = '' OR pg_catalog.length(v_doc ->> (v_p || 'Ref')) > 200 THEN
+           OR (v_doc ->> (v_p || 'Ref')) = '' OR pg_catalog.length(v_doc ->> (v_p || 'Ref')) > 500 THEN
             RAISE EXCEPTION 'receipt rejected: %Ref', v_p
-                USING ERRCODE = 'OB002', DETAIL = 'a non-empty string of at most 200 characters';
+                USING ERRCODE = 'OB002', DETAIL = 'a non-empty string of at most 500 characters (the ack rule''s limit)';
         END IF;
         v_ref := v_doc ->> (v_p || 'Ref');
     END IF;
