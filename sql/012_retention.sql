@@ -240,7 +240,22 @@ SELECT e.event_id, e.event_type, e.schema_version, e.delivery_set_version,
        e.delivery_set_definition_schema_version AS definition_schema_version,
        e.delivery_set_definition_digest_algorithm_version AS digest_algorithm_version,
        e.delivery_set_definition_digest AS definition_digest,
-       outbox._event_envelope(e) AS envelope, e.event_envelope_sha256, 'hot'::text AS location
+       -- the envelope as outbox._event_envelope builds it (a view calls functions with the
+       -- reader's rights, and that helper is private)
+       pg_catalog.jsonb_build_object(
+           'eventId', e.event_id::text, 'eventType', e.event_type, 'eventSchemaVersion', e.schema_version,
+           'aggregateId', e.aggregate_id, 'aggregateRevision', e.aggregate_revision,
+           'tenant', pg_catalog.jsonb_build_object('tenantKind', e.tenant_kind, 'tenantId', e.tenant_id,
+                                                   'workspaceId', e.workspace_id)
+                     || CASE WHEN e.project_id IS NULL THEN '{}'::jsonb
+                             ELSE pg_catalog.jsonb_build_object('projectId', e.project_id) END,
+           'occurredAt', pg_catalog.to_char(e.occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+           'payload', e.event_payload)
+       || CASE WHEN e.correlation_id IS NULL THEN '{}'::jsonb ELSE pg_catalog.jsonb_build_object('correlationId', e.correlation_id) END
+       || CASE WHEN e.causation_id IS NULL THEN '{}'::jsonb ELSE pg_catalog.jsonb_build_object('causationId', e.causation_id) END
+       || CASE WHEN e.operation_id IS NULL THEN '{}'::jsonb ELSE pg_catalog.jsonb_build_object('operationId', e.operation_id) END
+           AS envelope,
+       e.event_envelope_sha256, 'hot'::text AS location
   FROM outbox.outbox_events e
 UNION ALL
 SELECT a.event_id, a.event_type, a.schema_version, a.delivery_set_version,

@@ -173,7 +173,7 @@ BEGIN
          skipped_open_delivery, skipped_unresolved_quarantine, skipped_legal_hold, skipped_digest_mismatch,
          deliveries, attempt_starts, attempt_finishes, quarantine_rows, oldest_created_at, newest_created_at,
          archived_set_sha256, content_sha256)
-    SELECT v_run, pg_catalog.session_user, pg_catalog.now(), pg_catalog.clock_timestamp(), p_older_than, p_max_rows,
+    SELECT v_run, session_user, pg_catalog.now(), pg_catalog.clock_timestamp(), p_older_than, p_max_rows,
            v_cutoff, v_dig.events, v_open + v_unres + v_held + v_mismatch,
            v_open, v_unres, v_held, v_mismatch,
            v_dig.deliveries, v_dig.attempt_starts, v_dig.attempt_finishes, v_dig.quarantine_rows,

@@ -246,7 +246,7 @@ BEGIN
          max_rows, run_by, started_at, finished_at, imported, already_present, quarantined, quarantine_reasons,
          present_before, rows_left, evidence_sha256)
     VALUES (v_run, v_source, p_delivery_set_version, p_definition_schema_version, p_digest_algorithm_version,
-            p_definition_digest, p_max_rows, pg_catalog.session_user, pg_catalog.now(), pg_catalog.clock_timestamp(),
+            p_definition_digest, p_max_rows, session_user, pg_catalog.now(), pg_catalog.clock_timestamp(),
             v_imported, v_present, v_quar, v_reasons, v_before, greatest(v_pending, 0), v_evidence);
 
     RETURN QUERY SELECT v_run, v_imported, v_quar, v_before + v_present, v_evidence;

@@ -11,7 +11,7 @@ SET search_path = pg_catalog, pg_temp
 AS $fn$
 BEGIN
     UPDATE outbox.legal_holds h
-       SET released_at = pg_catalog.now(), released_by = pg_catalog.session_user
+       SET released_at = pg_catalog.now(), released_by = session_user
      WHERE h.event_id = p_event_id AND h.released_at IS NULL;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'release_legal_hold: no active legal hold'

@@ -23,7 +23,7 @@ BEGIN
             USING ERRCODE = 'no_data_found', DETAIL = pg_catalog.format('event %s is neither in the hot tables nor archived', p_event_id);
     END IF;
     INSERT INTO outbox.legal_holds (event_id, reason, set_by)
-    VALUES (p_event_id, p_reason, pg_catalog.session_user)
+    VALUES (p_event_id, p_reason, session_user)
     ON CONFLICT (event_id) WHERE released_at IS NULL DO NOTHING;
 END
 $fn$;

@@ -14,6 +14,7 @@ COMMENT ON FUNCTION outbox.tg_outbox_archive__immutable() IS
     'Trigger: archive, archive-run and bootstrap evidence tables are append-only; UPDATE/DELETE/TRUNCATE raise OB202 (SPEC R-RT-3, R-RT-4).';
 REVOKE ALL ON FUNCTION outbox.tg_outbox_archive__immutable() FROM PUBLIC;
 
+-- Statement-level: refused before any row is touched, also when no row matches.
 DO $triggers$
 DECLARE
     v_table text;
@@ -23,11 +24,8 @@ BEGIN
                                    'archive_run_skips', 'bootstrap_runs', 'bootstrap_items']
     LOOP
         EXECUTE pg_catalog.format(
-            'CREATE TRIGGER %I BEFORE UPDATE OR DELETE ON outbox.%I FOR EACH ROW EXECUTE FUNCTION outbox.tg_outbox_archive__immutable()',
+            'CREATE TRIGGER %I BEFORE UPDATE OR DELETE OR TRUNCATE ON outbox.%I FOR EACH STATEMENT EXECUTE FUNCTION outbox.tg_outbox_archive__immutable()',
             'tg_' || v_table || '__immutable', v_table);
-        EXECUTE pg_catalog.format(
-            'CREATE TRIGGER %I BEFORE TRUNCATE ON outbox.%I FOR EACH STATEMENT EXECUTE FUNCTION outbox.tg_outbox_archive__immutable()',
-            'tg_' || v_table || '__no_truncate', v_table);
     END LOOP;
 END
 $triggers$;

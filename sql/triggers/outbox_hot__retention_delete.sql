@@ -4,8 +4,9 @@
 -- outbox.archive_events, in the transaction that copied them into the archive. Any other DELETE,
 -- by any role (the owner included), raises OB202; TRUNCATE stays refused by each table's own
 -- truncate trigger.
--- How: one statement-level AFTER DELETE trigger per table over the deleted rows (transition
---   table old_rows; one query per DELETE statement, not one call per row). A deletion is allowed
+-- How: two statement-level triggers per table (one query per DELETE statement, not one call per
+--   row): BEFORE DELETE refuses outside an archive run, AFTER DELETE checks the deleted rows
+--   (transition table old_rows). A deletion is allowed
 --   only when the transaction-local setting pgoutbox.archive_run names a run that has no
 --   outbox.archive_runs row yet (the run row is written last, so a finished run can never
 --   authorize a deletion again) AND every deleted row has its copy under that run: its event in
@@ -23,16 +24,20 @@ DECLARE
 BEGIN
     IF v_run !~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
        OR EXISTS (SELECT 1 FROM outbox.archive_runs r WHERE r.run_id = v_run::uuid) THEN
-        EXECUTE pg_catalog.format('SELECT o.%I::text FROM old_rows o LIMIT 1', v_key) INTO v_bad;
-    ELSE
+        -- BEFORE: refused before any row (or foreign key) is looked at
+        RAISE EXCEPTION 'immutability violation: DELETE on outbox.% is not allowed', TG_TABLE_NAME
+            USING ERRCODE = 'OB202',
+                  DETAIL = 'rows leave the hot tables only through outbox.archive_events, which copies them into the archive first';
+    END IF;
+    IF TG_WHEN = 'AFTER' THEN
         EXECUTE pg_catalog.format(
             'SELECT o.%1$I::text FROM old_rows o WHERE NOT EXISTS (SELECT 1 FROM outbox.%2$I a WHERE a.%1$I = o.%1$I AND a.run_id = $1) LIMIT 1',
             v_key, v_archive) INTO v_bad USING v_run::uuid;
-    END IF;
-    IF v_bad IS NOT NULL THEN
-        RAISE EXCEPTION 'immutability violation: DELETE on outbox.% is not allowed', TG_TABLE_NAME
-            USING ERRCODE = 'OB202',
-                  DETAIL = pg_catalog.format('%s %s: rows leave the hot tables only through outbox.archive_events, which copies them into the archive first', v_key, v_bad);
+        IF v_bad IS NOT NULL THEN
+            RAISE EXCEPTION 'immutability violation: DELETE on outbox.% is not allowed', TG_TABLE_NAME
+                USING ERRCODE = 'OB202',
+                      DETAIL = pg_catalog.format('%s %s was not copied into the archive by this run', v_key, v_bad);
+        END IF;
     END IF;
     RETURN NULL;
 END
@@ -41,15 +46,21 @@ COMMENT ON FUNCTION outbox.tg_outbox_hot__retention_delete() IS
     'Trigger: a DELETE on a hot table raises OB202 unless outbox.archive_events copied every deleted row into the archive in the same transaction (SPEC R-RT-1, R-RT-4).';
 REVOKE ALL ON FUNCTION outbox.tg_outbox_hot__retention_delete() FROM PUBLIC;
 
-CREATE TRIGGER tg_outbox_events__retention_delete AFTER DELETE ON outbox.outbox_events
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION outbox.tg_outbox_hot__retention_delete();
-CREATE TRIGGER tg_outbox_deliveries__retention_delete AFTER DELETE ON outbox.outbox_deliveries
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION outbox.tg_outbox_hot__retention_delete();
-CREATE TRIGGER tg_outbox_delivery_attempt_starts__retention_delete AFTER DELETE ON outbox.outbox_delivery_attempt_starts
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION outbox.tg_outbox_hot__retention_delete();
-CREATE TRIGGER tg_outbox_delivery_attempt_finishes__retention_delete AFTER DELETE ON outbox.outbox_delivery_attempt_finishes
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION outbox.tg_outbox_hot__retention_delete();
-CREATE TRIGGER tg_outbox_quarantine__retention_delete AFTER DELETE ON outbox.outbox_quarantine
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION outbox.tg_outbox_hot__retention_delete();
-CREATE TRIGGER tg_outbox_publications__retention_delete AFTER DELETE ON outbox.outbox_publications
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION outbox.tg_outbox_hot__retention_delete();
+-- Per table: BEFORE DELETE (statement) refuses outside an archive run; AFTER DELETE (statement,
+-- over the deleted rows) checks that each one was copied under the run.
+DO $triggers$
+DECLARE
+    v_table text;
+BEGIN
+    FOREACH v_table IN ARRAY ARRAY['outbox_events', 'outbox_deliveries', 'outbox_delivery_attempt_starts',
+                                   'outbox_delivery_attempt_finishes', 'outbox_quarantine', 'outbox_publications']
+    LOOP
+        EXECUTE pg_catalog.format(
+            'CREATE TRIGGER %I BEFORE DELETE ON outbox.%I FOR EACH STATEMENT EXECUTE FUNCTION outbox.tg_outbox_hot__retention_delete()',
+            'tg_' || v_table || '__retention_delete', v_table);
+        EXECUTE pg_catalog.format(
+            'CREATE TRIGGER %I AFTER DELETE ON outbox.%I REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION outbox.tg_outbox_hot__retention_delete()',
+            'tg_' || v_table || '__retention_copied', v_table);
+    END LOOP;
+END
+$triggers$;

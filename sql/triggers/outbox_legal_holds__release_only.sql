@@ -6,7 +6,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 BEGIN
-    IF TG_OP = 'UPDATE' AND OLD.released_at IS NULL AND NEW.released_at IS NOT NULL AND NEW.released_by IS NOT NULL
+    IF TG_LEVEL = 'ROW' AND TG_OP = 'UPDATE' AND OLD.released_at IS NULL AND NEW.released_at IS NOT NULL AND NEW.released_by IS NOT NULL
        AND (NEW.hold_id, NEW.event_id, NEW.reason, NEW.set_by, NEW.set_at)
            IS NOT DISTINCT FROM (OLD.hold_id, OLD.event_id, OLD.reason, OLD.set_by, OLD.set_at) THEN
         RETURN NEW;
@@ -19,7 +19,7 @@ COMMENT ON FUNCTION outbox.tg_outbox_legal_holds__release_only() IS
     'Trigger: outbox.legal_holds rows change only once, when released; DELETE/TRUNCATE raise OB202 (SPEC R-RT-1).';
 REVOKE ALL ON FUNCTION outbox.tg_outbox_legal_holds__release_only() FROM PUBLIC;
 
-CREATE TRIGGER tg_outbox_legal_holds__release_only BEFORE UPDATE OR DELETE ON outbox.legal_holds
+CREATE TRIGGER tg_outbox_legal_holds__release_only BEFORE UPDATE ON outbox.legal_holds
     FOR EACH ROW EXECUTE FUNCTION outbox.tg_outbox_legal_holds__release_only();
-CREATE TRIGGER tg_outbox_legal_holds__no_truncate BEFORE TRUNCATE ON outbox.legal_holds
+CREATE TRIGGER tg_outbox_legal_holds__no_delete BEFORE DELETE OR TRUNCATE ON outbox.legal_holds
     FOR EACH STATEMENT EXECUTE FUNCTION outbox.tg_outbox_legal_holds__release_only();
