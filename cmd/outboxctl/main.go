@@ -8,6 +8,9 @@
 //	outboxctl [-db URL] release list
 //	outboxctl [-db URL] audit
 //	outboxctl [-db URL] status
+//	outboxctl [-db URL] archive run [-older-than DUR] [-max-rows N] [-batches K] | verify RUN_ID
+//	outboxctl [-db URL] archive holds list | set EVENT_ID REASON | release EVENT_ID
+//	outboxctl [-db URL] bootstrap SOURCE VERSION SCHEMA ALGORITHM DIGEST [-max-rows N] [-once]
 //
 // The database URL comes from -db, else PGOUTBOX_URL, else DATABASE_URL.
 package main
@@ -32,6 +35,14 @@ commands:
   release list                             registered definitions with status
   audit                                    grant matrix and trigger list, stable text for diffs
   status                                   per-destination delivery status (read-only)
+  archive run [-older-than 2160h] [-max-rows 1000] [-batches 1]
+                                           audited retention run(s) (as outbox_retention)
+  archive verify RUN_ID                    recompute and compare an archive run (as outbox_auditor)
+  archive holds list                       legal holds with their audit (as outbox_auditor)
+  archive holds set EVENT_ID REASON | release EVENT_ID
+                                           place / release a legal hold (as outbox_retention)
+  bootstrap SOURCE VERSION SCHEMA ALGORITHM DIGEST [-max-rows 10000] [-once]
+                                           import a legacy event table (as outbox_owner; docs/migrations.md)
 `
 
 func main() {
@@ -76,6 +87,10 @@ func run(ctx context.Context, dsn string, args []string, out io.Writer) error {
 		return runAudit(ctx, dsn, args[1:], out)
 	case "status":
 		return runStatus(ctx, dsn, args[1:], out)
+	case "archive":
+		return runArchive(ctx, dsn, args[1:], out)
+	case "bootstrap":
+		return runBootstrap(ctx, dsn, args[1:], out)
 	}
 	return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
 }
