@@ -103,7 +103,9 @@ BEGIN
      WHERE i.source = v_source AND i.classification IN ('imported', 'already_present');
 
     -- The rows left (not handled by an earlier run), up to max_rows item keys in key order.
-    DROP TABLE IF EXISTS pg_temp._bootstrap_todo;
+    IF pg_catalog.to_regclass('pg_temp._bootstrap_todo') IS NOT NULL THEN
+        DROP TABLE pg_temp._bootstrap_todo; -- a second run in the same transaction
+    END IF;
     EXECUTE pg_catalog.format($q$
         CREATE TEMP TABLE _bootstrap_todo ON COMMIT DROP AS
         WITH src AS (
@@ -133,12 +135,13 @@ BEGIN
     $q$, v_source) USING v_source, p_max_rows;
 
     WITH v AS MATERIALIZED (
-        SELECT t.item_key, t.legacy_row, t.created_at AS legacy_created_at,
-               (outbox._bootstrap_envelope(t.event_id, t.event_type, t.event_schema_version, t.aggregate_id,
+        -- LATERAL: one call per row ((f(x)).* would call the function once per output column)
+        SELECT t.item_key, t.legacy_row, t.created_at AS legacy_created_at, e.*
+          FROM pg_temp._bootstrap_todo t
+         CROSS JOIN LATERAL outbox._bootstrap_envelope(t.event_id, t.event_type, t.event_schema_version, t.aggregate_id,
                                            t.aggregate_revision, t.tenant_kind, t.tenant_id, t.workspace_id, t.project_id,
                                            t.correlation_id, t.causation_id, t.operation_id, t.payload, t.occurred_at,
-                                           v_max_bytes)).*
-          FROM pg_temp._bootstrap_todo t
+                                           v_max_bytes) AS e
     ), g AS MATERIALIZED (
         SELECT v.*,
                pg_catalog.count(*) OVER w AS copies,
