@@ -535,3 +535,77 @@ func TestArchivedIDNeverAppendedAgain(t *testing.T) {
 		t.Fatal("archived id appended again")
 	}
 }
+
+// R-RT-1, R-RT-4: a legal hold and an archive run of the same event serialize. A hold being set
+// (not yet committed) makes the run leave the event alone (its row is locked: SKIP LOCKED); once
+// the hold commits, the next run skips it as held. Two concurrent runs take disjoint batches.
+func TestArchiveConcurrentHoldAndRuns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := rtSetup(t)
+	held := b.rtDelivered(t)
+	others := []string{b.rtDelivered(t), b.rtDelivered(t)}
+	holder := testdb.Conn(t, b.dsn, "outbox_retention")
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pgcall.SetLegalHold(ctx, tx, held, "pending litigation"); err != nil {
+		t.Fatal(err)
+	}
+	// a run while the hold is uncommitted: the held event is locked, skipped; the others move
+	r := rtArchive(t, b.ret, 0, 1000)
+	if r.Archived != 2 {
+		t.Fatalf("archived %d while the hold was being set, want the 2 others", r.Archived)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r = rtArchive(t, b.ret, 0, 1000)
+	if r.Archived != 0 || r.Skipped != 1 {
+		t.Fatalf("after the hold: %+v", r)
+	}
+	for _, id := range others {
+		if dxInt(t, b.admin, `SELECT count(*) FROM outbox.archived_events WHERE event_id = $1::uuid`, id) != 1 {
+			t.Fatalf("%s not archived", id)
+		}
+	}
+	if dxInt(t, b.admin, `SELECT count(*) FROM outbox.outbox_events WHERE event_id = $1::uuid`, held) != 1 {
+		t.Fatal("held event left the hot tables")
+	}
+
+	// two runs at once: disjoint batches, every event archived exactly once
+	if err := pgcall.ReleaseLegalHold(ctx, b.ret, held); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 6; i++ {
+		b.rtDelivered(t)
+	}
+	other := testdb.Conn(t, b.dsn, "outbox_retention")
+	tx1, err := b.ret.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, err := pgcall.ArchiveEvents(ctx, tx1, 0, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := pgcall.ArchiveEvents(ctx, other, 0, 100) // tx1 holds its 4: this run takes the rest
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx1.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r1.Archived != 4 || r2.Archived != 3 {
+		t.Fatalf("concurrent runs archived %d and %d, want 4 and 3", r1.Archived, r2.Archived)
+	}
+	if n := dxInt(t, b.admin, `SELECT count(*) FROM outbox.outbox_events`); n != 0 {
+		t.Fatalf("%d events left hot", n)
+	}
+	for _, run := range []string{r1.RunID, r2.RunID} {
+		if v, err := pgcall.VerifyArchiveRun(ctx, b.auditor, run); err != nil || !v.Verified {
+			t.Fatalf("verify %s: %+v %v", run, v, err)
+		}
+	}
+}
