@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -17,7 +18,7 @@ import (
 )
 
 // R-AK-10, docs/migrations.md: the recovery migration applied to a database that already holds
-// a quarantined delivery (quarantined before the migration, so with the old one-row-per-delivery
+// a quarantined delivery (quarantined by release r1, so with the old one-row-per-delivery
 // quarantine table). After the upgrade the old quarantine row has its id, the delivery its
 // budget base 0, and the operator can re-deliver it: attempt 2, same digest, acknowledged,
 // published. The migration is found by its name (…_recovery.sql), never by number.
@@ -45,6 +46,41 @@ func TestRecoveryMigrationUpgradesExistingQuarantine(t *testing.T) {
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
 
+	// The state before: release r1 (the frozen baseline, sql/baseline/r1), whose quarantine table
+	// has one row per delivery, with a delivery quarantined (consumer_rejected) on its first
+	// attempt through r1's own API. (Installing "the version before the recovery migration" from
+	// this checkout's files would run today's function files against yesterday's tables.)
+	m0, err := ternmigrate.NewMigrator(ctx, conn, migrate.VersionTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m0.LoadMigrations(os.DirFS(upBaseline)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m0.Migrate(ctx); err != nil {
+		t.Fatalf("install baseline r1: %v", err)
+	}
+	testfix.ActivateReference(t, conn)
+	upExec(t, conn, `SET ROLE outbox_producer`)
+	env := testfix.Envelope(dxMetering, "1", "agg-upgrade", 1)
+	ev := env["eventId"].(string)
+	envJSON, _ := json.Marshal(env)
+	upExec(t, conn, `SELECT outbox.append_event($1::json)`, string(envJSON))
+	upExec(t, conn, `RESET ROLE`)
+	upExec(t, conn, `SET ROLE outbox_dispatcher`)
+	var old pgcall.ClaimedDelivery
+	for _, c := range upClaim(t, conn, dxDestMetering, 10, "1 minute") {
+		if c.EventID == ev {
+			old = c
+		}
+	}
+	if old.EventID == "" {
+		t.Fatal("r1 claim did not return the event")
+	}
+	upExec(t, conn, `SELECT outbox.quarantine_delivery($1, $2::uuid, $3::uuid, $4::uuid, 'consumer_rejected', 'consumer_rejected')`,
+		old.Destination, old.EventID, old.AttemptID, old.LeaseToken)
+	upExec(t, conn, `RESET ROLE`)
+
 	m, err := ternmigrate.NewMigrator(ctx, conn, migrate.VersionTable)
 	if err != nil {
 		t.Fatal(err)
@@ -52,53 +88,13 @@ func TestRecoveryMigrationUpgradesExistingQuarantine(t *testing.T) {
 	if err := m.LoadMigrations(migrate.FS()); err != nil {
 		t.Fatal(err)
 	}
-	var recovery int32
+	recovery := false
 	for _, mg := range m.Migrations {
-		if strings.HasSuffix(mg.Name, "_recovery.sql") {
-			recovery = mg.Sequence
-		}
+		recovery = recovery || strings.HasSuffix(mg.Name, "_recovery.sql")
 	}
-	if recovery == 0 {
+	if !recovery {
 		t.Fatal("no *_recovery.sql migration")
 	}
-	if err := m.MigrateTo(ctx, recovery-1); err != nil {
-		t.Fatalf("migrate to the version before the recovery migration: %v", err)
-	}
-
-	// The state before: an event whose delivery was quarantined (consumer_rejected) on its first
-	// attempt, written as the old functions wrote it (triggers off: the functions of this
-	// checkout already expect the recovery migration's objects).
-	testfix.ActivateReference(t, conn)
-	ev := testfix.Append(t, conn, testfix.Envelope(dxMetering, "1", "agg-upgrade", 1))
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []string{
-		`SET LOCAL session_replication_role = replica`,
-		`WITH s AS (INSERT INTO outbox.outbox_delivery_attempt_starts (attempt_id, destination, event_id, attempt_number, lease_token, worker)
-		            VALUES (gen_random_uuid(), $1, $2::uuid, 1, gen_random_uuid(), 'old-worker') RETURNING attempt_id),
-		      f AS (INSERT INTO outbox.outbox_delivery_attempt_finishes (attempt_id, outcome, retry_disposition, normalized_error_code)
-		            SELECT attempt_id, 'non_retryable', 'quarantined', 'consumer_rejected' FROM s RETURNING attempt_id),
-		      d AS (UPDATE outbox.outbox_deliveries SET status = 'quarantined', attempt_count = 1, current_attempt_id = (SELECT attempt_id FROM s),
-		                   last_attempt_at = now(), last_error_code = 'consumer_rejected'
-		             WHERE destination = $1 AND event_id = $2::uuid RETURNING event_id)
-		 INSERT INTO outbox.outbox_quarantine (destination, event_id, attempt_id, reason, event_envelope_digest_algorithm_version, event_envelope_sha256)
-		 SELECT $1, e.event_id, (SELECT attempt_id FROM f), 'consumer_rejected', e.event_envelope_digest_algorithm_version, e.event_envelope_sha256
-		   FROM outbox.outbox_events e WHERE e.event_id = (SELECT event_id FROM d)`,
-	} {
-		args := []any{}
-		if strings.Contains(s, "$1") {
-			args = []any{dxDestMetering, ev}
-		}
-		if _, err := tx.Exec(ctx, s, args...); err != nil {
-			t.Fatalf("old state: %v", err)
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-
 	if err := m.Migrate(ctx); err != nil {
 		t.Fatalf("upgrade: %v", err)
 	}

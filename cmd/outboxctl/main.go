@@ -9,6 +9,9 @@
 //	outboxctl [-db URL] audit
 //	outboxctl [-db URL] status
 //	outboxctl [-db URL] quarantine list | preview D EVENT | redeliver D EVENT --case C --reason TEXT --key K [--yes]
+//	outboxctl [-db URL] archive run [-older-than DUR] [-max-rows N] [-batches K] | verify RUN_ID
+//	outboxctl [-db URL] archive holds list | set EVENT_ID REASON | release EVENT_ID
+//	outboxctl [-db URL] bootstrap SOURCE VERSION SCHEMA ALGORITHM DIGEST [-max-rows N] [-once]
 //
 // The database URL comes from -db, else PGOUTBOX_URL, else DATABASE_URL.
 package main
@@ -38,6 +41,14 @@ commands:
   quarantine preview D EVENT               what a re-delivery would do (changes nothing)
   quarantine redeliver D EVENT --case C --reason TEXT --key K [--yes]
                                            re-deliver the original event (as outbox_operator, audited)
+  archive run [-older-than 2160h] [-max-rows 1000] [-batches 1]
+                                           audited retention run(s) (as outbox_retention)
+  archive verify RUN_ID                    recompute and compare an archive run (as outbox_auditor)
+  archive holds list                       legal holds with their audit (as outbox_auditor)
+  archive holds set EVENT_ID REASON | release EVENT_ID
+                                           place / release a legal hold (as outbox_retention)
+  bootstrap SOURCE VERSION SCHEMA ALGORITHM DIGEST [-max-rows 10000] [-once]
+                                           import a legacy event table (as outbox_owner; docs/migrations.md)
 `
 
 func main() {
@@ -84,6 +95,10 @@ func run(ctx context.Context, dsn string, args []string, out io.Writer) error {
 		return runStatus(ctx, dsn, args[1:], out)
 	case "quarantine":
 		return runQuarantine(ctx, dsn, args[1:], out)
+	case "archive":
+		return runArchive(ctx, dsn, args[1:], out)
+	case "bootstrap":
+		return runBootstrap(ctx, dsn, args[1:], out)
 	}
 	return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
 }

@@ -4,7 +4,7 @@ import "context"
 
 // KernelRoles are the roles of SPEC R-SEC-1, in the order the audit prints them.
 var KernelRoles = []string{"outbox_owner", "outbox_registrar", "outbox_producer", "outbox_dispatcher",
-	"outbox_consumer", "outbox_auditor", "outbox_operator"}
+	"outbox_consumer", "outbox_auditor", "outbox_operator", "outbox_retention"}
 
 // GrantRow is one cell of the grant matrix: what a role may do with one object.
 type GrantRow struct {

@@ -8,7 +8,8 @@
 --   element in input order: an ACTIVE delivery-set definition exists and the pair is applicable
 --   under it (R-AP-1); its quartet is frozen on the event (R-AP-2); an eventId that already
 --   exists with the same digest is an idempotent re-append (nothing is written, its row comes
---   back), with another digest OB105; the same eventId twice in one call with different digests
+--   back), with another digest OB105; an eventId that was archived (outbox.archived_events,
+--   SPEC R-RT-1) is OB105 whatever its digest (one primary-key probe per element); the same eventId twice in one call with different digests
 --   is OB105 (with the same digest it is appended once); a new event's pair has at least one
 --   mandatory member. Set-based: one INSERT … SELECT for the events and one for their pending
 --   deliveries (one per mandatory member, R-AP-4); channel outbox_delivery is notified once per
@@ -22,7 +23,7 @@
 -- Raises (any invalid element fails the whole call; the caller's transaction decides):
 --   OB103 no active definition / pair not applicable / no mandatory member; OB105 envelope
 --   invalid (missing/unknown field, wrong type, refinement, size, caller digest differs, eventId
---   reused with other content); OB201 not canonicalizable (also a canonical text that is not
+--   reused with other content, eventId archived); OB201 not canonicalizable (also a canonical text that is not
 --   exactly the canonical form of an acceptable document). The first element (input order) that
 --   breaks an envelope or digest rule raises, then the first that breaks a definition rule.
 -- Locking: row locks of the inserted events/deliveries; a concurrent append of the same new
@@ -82,6 +83,8 @@ BEGIN
         SELECT v.*, a.delivery_set_version, a.definition_schema_version, a.digest_algorithm_version,
                a.definition_digest,
                (SELECT x.event_envelope_sha256 FROM outbox.outbox_events x WHERE x.event_id = v.event_id) AS existing_sha256,
+               -- R-RT-1: one primary-key probe of the archive per element
+               EXISTS (SELECT 1 FROM outbox.archived_events x WHERE x.event_id = v.event_id) AS archived,
                (SELECT pg_catalog.count(*) FROM outbox.delivery_set_members m
                  WHERE m.delivery_set_version = a.delivery_set_version AND m.event_type = v.event_type
                    AND m.event_schema_version = v.schema_version AND m.mandatory)::integer AS members,
@@ -106,6 +109,9 @@ BEGIN
                       outbox._append_fail('OB103', 'event pair not applicable under the active delivery set',
                           o.label || pg_catalog.format('(%s, %s) is not applicable in delivery set version %s',
                                             o.event_type, o.schema_version, o.delivery_set_version), NULL)
+                  WHEN o.archived THEN
+                      outbox._append_fail('OB105', 'envelope invalid',
+                          o.label || pg_catalog.format('eventId %s was archived by the retention procedure and can never be appended again', o.event_id), NULL)
                   WHEN o.existing_sha256 <> o.event_envelope_sha256 THEN
                       outbox._append_fail('OB105', 'envelope invalid',
                           o.label || pg_catalog.format('eventId %s already exists with a different envelope digest', o.event_id), NULL)
