@@ -17,7 +17,7 @@ export DATABASE_URL PGOUTBOX_URL PGOUTBOX_LOCAL_CLUSTER
 
 GO_TEST_FLAGS ?= -count=1 -timeout 40m
 
-.PHONY: all build db-up db-down db-destroy db-reset db-url migrate test test-go check-sql-api fuzz bench bench-river demo soak schema clean
+.PHONY: all build db-up db-down db-destroy db-reset db-url migrate test test-go check-sql-api fuzz bench bench-river demo soak schema clean node-deps
 
 all: build
 
@@ -52,8 +52,19 @@ db-url:
 migrate: db-up
 	go tool tern migrate -m sql --conn-string "$(PGOUTBOX_URL)"
 
+## node-deps: the second-language consumer's packages (examples/node-consumer, pinned by its
+## package-lock.json) into its git-ignored node_modules; skipped with a note when npm is absent
+## (the test then skips too when node is absent). As root on a Debian-like machine without npm
+## it installs nodejs and npm from the distribution first (CI's clean machine).
+node-deps:
+	@if ! command -v npm >/dev/null 2>&1 && [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "node-deps: installing nodejs and npm from the distribution" >&2; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm) >&2; fi
+	@if command -v npm >/dev/null 2>&1; then cd examples/node-consumer && npm ci --no-audit --no-fund --loglevel=error; \
+	else echo "node-deps: npm not found; TestNodeConsumerWithDispatcher will skip without node"; fi
+
 ## test: everything, against real PostgreSQL
-test: db-up build
+test: db-up build node-deps
 	go vet ./...
 	go vet -tags bench ./bench/...
 	go test $(GO_TEST_FLAGS) ./...
@@ -67,10 +78,13 @@ fuzz: db-up
 	go test ./tests -run '^$$' -fuzz FuzzCanonicalAgreement -fuzztime $(FUZZTIME) -fuzzminimizetime 200x
 	go test ./internal/canon -run '^$$' -fuzz FuzzCanonicalizeIdempotent -fuzztime $(FUZZTIME)
 
+## check-sql-api: an external checker of the public SQL API, when one is present (optional; the
+## project's own tests do not depend on it)
+CHECK_SQL_API ?= ../shared/tools/check-sql-api
 check-sql-api: db-up
 	@go tool tern migrate -m sql --conn-string "$(PGOUTBOX_URL)" > /dev/null
-	@if [ -x ../shared/tools/check-sql-api ]; then ../shared/tools/check-sql-api "$(PGOUTBOX_URL)"; \
-	else echo "check-sql-api: ../shared/tools/check-sql-api not present, skipped"; fi
+	@if [ -n "$(CHECK_SQL_API)" ] && [ -x "$(CHECK_SQL_API)" ]; then "$(CHECK_SQL_API)" "$(PGOUTBOX_URL)"; \
+	else echo "check-sql-api: no external checker at $(CHECK_SQL_API), skipped"; fi
 
 ## bench: benchmarks against the local cluster (fsync on); never part of make test. First the
 ## side by side with River (SPEC §12a P-1, P-2: River and pgoutbox alternating, same cluster,

@@ -104,7 +104,7 @@ func (c dispBenchConsumer) Deliver(ctx context.Context, d wire.Delivery) (wire.R
 
 func (c dispBenchConsumer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	if r.Header.Get(wire.HeaderSignature) != wire.Sign([]byte(dispBenchSecret), body) {
+	if _, ok := wire.VerifyRequest([]byte(dispBenchSecret), r.Header, body); !ok {
 		w.WriteHeader(401)
 		return
 	}

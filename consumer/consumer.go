@@ -132,9 +132,26 @@ type Config struct {
 	// HTTP authentication: HMACSecret checks wire.HeaderSignature, BearerToken checks
 	// "Authorization: Bearer". A request must pass one configured method; with none
 	// configured every HTTP request is refused (401) unless InsecureNoAuth is set (tests).
+	// A bearer token is checked before the body is read; an HMAC signature covers the body, so
+	// its timestamp and replay checks run first and the body is read under
+	// MaxUnauthenticatedReads (docs/transport-http.md, R-SEC-5).
 	HMACSecret     []byte
 	BearerToken    string
 	InsecureNoAuth bool
+	// SignatureWindow: a v1 signature whose timestamp is further than this from the consumer's
+	// clock (either way) is refused as stale, and every accepted signature is remembered until
+	// its timestamp + window so the same signature is refused as replayed (default 5 minutes,
+	// at least 1 second).
+	SignatureWindow time.Duration
+	// AcceptBodyOnlySignature also accepts the obsolete "sha256=<hex HMAC(body)>" signature,
+	// which carries no time, destination or attempt and can be replayed at any time. Off by
+	// default; only for a migration window with an old dispatcher.
+	AcceptBodyOnlySignature bool
+	// MaxUnauthenticatedReads bounds the HTTP request bodies read at the same time before their
+	// sender is authenticated (HMAC: the signature covers the body); further requests wait for a
+	// slot (holding a connection, not a buffer). Default 4; bytes buffered before
+	// authentication are at most MaxUnauthenticatedReads x MaxBodyBytes.
+	MaxUnauthenticatedReads int
 	// MaxConcurrent bounds deliveries in progress (0: unbounded); beyond it the answer is the
 	// retryable capacity_protection (HTTP 429).
 	MaxConcurrent int
@@ -153,6 +170,10 @@ type Consumer struct {
 	types     map[string]bool
 	sem       chan struct{}
 	log       *slog.Logger
+	// HTTP: read slots for unauthenticated bodies, seen signatures, counters.
+	unauthSem chan struct{}
+	replay    replayCache
+	stats     httpCounters
 }
 
 // New validates cfg and returns a Consumer.
@@ -175,6 +196,12 @@ func New(cfg Config) (*Consumer, error) {
 		return nil, errors.New("consumer: SupportedEvents is empty")
 	case cfg.MaxConcurrent < 0:
 		return nil, errors.New("consumer: MaxConcurrent must be >= 0")
+	case cfg.MaxUnauthenticatedReads < 0:
+		return nil, errors.New("consumer: MaxUnauthenticatedReads must be >= 0")
+	case cfg.SignatureWindow < 0 || (cfg.SignatureWindow > 0 && cfg.SignatureWindow < time.Second):
+		return nil, errors.New("consumer: SignatureWindow must be 0 (default 5 minutes) or at least 1 second")
+	case cfg.MaxBodyBytes < 0:
+		return nil, errors.New("consumer: MaxBodyBytes must be >= 0")
 	}
 	c := &Consumer{cfg: cfg, info: info, supported: map[EventKey]bool{}, types: map[string]bool{}}
 	for _, k := range cfg.SupportedEvents {
@@ -190,6 +217,14 @@ func New(cfg Config) (*Consumer, error) {
 	if c.cfg.MaxBodyBytes <= 0 {
 		c.cfg.MaxBodyBytes = 4 << 20
 	}
+	if c.cfg.MaxUnauthenticatedReads == 0 {
+		c.cfg.MaxUnauthenticatedReads = 4
+	}
+	c.unauthSem = make(chan struct{}, c.cfg.MaxUnauthenticatedReads)
+	if c.cfg.SignatureWindow == 0 {
+		c.cfg.SignatureWindow = 5 * time.Minute
+	}
+	c.replay.seen = map[[32]byte]int64{}
 	if c.cfg.Now == nil {
 		c.cfg.Now = time.Now
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -101,12 +102,15 @@ func TestHTTPAuthentication(t *testing.T) {
 	cfg := testConfig(t)
 	c, _ := New(cfg)
 	d := testDelivery(t, testEnv())
+	d.EnvelopeSHA256 = "00" + d.EnvelopeSHA256[2:] // refused before the DB if authenticated
+	hdr := http.Header{}
+	wire.SetHeaders(hdr, d)
+	sign := func(secret []byte) string { return wire.SignRequest(secret, time.Now().Unix(), hdr, d.Envelope) }
 	post := func(h http.Handler, sig, bearer string) int {
 		req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(d.Envelope))
-		req.Header.Set(wire.HeaderDestination, d.Destination)
-		req.Header.Set(wire.HeaderConsumer, d.ConsumerName)
-		req.Header.Set(wire.HeaderEventID, d.EventID)
-		req.Header.Set(wire.HeaderEnvelopeSHA256, "00"+d.EnvelopeSHA256[2:]) // refused before the DB if authenticated
+		for k, v := range hdr {
+			req.Header[k] = v
+		}
 		if sig != "" {
 			req.Header.Set(wire.HeaderSignature, sig)
 		}
@@ -120,10 +124,13 @@ func TestHTTPAuthentication(t *testing.T) {
 	if s := post(c, "", ""); s != http.StatusUnauthorized {
 		t.Errorf("no signature: %d", s)
 	}
-	if s := post(c, Sign([]byte("wrong"), d.Envelope), ""); s != http.StatusUnauthorized {
+	if s := post(c, sign([]byte("wrong")), ""); s != http.StatusUnauthorized {
 		t.Errorf("wrong signature: %d", s)
 	}
-	if s := post(c, Sign(cfg.HMACSecret, d.Envelope), ""); s != http.StatusUnprocessableEntity {
+	if s := post(c, Sign(cfg.HMACSecret, d.Envelope), ""); s != http.StatusUnauthorized {
+		t.Errorf("body-only signature without AcceptBodyOnlySignature: %d, want 401", s)
+	}
+	if s := post(c, sign(cfg.HMACSecret), ""); s != http.StatusUnprocessableEntity {
 		t.Errorf("good signature: %d, want 422 digest_conflict", s)
 	}
 	cfg.HMACSecret = nil

@@ -26,6 +26,15 @@ as_pg() {
   if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
+# DATABASE_URL means nothing local is touched: `up`/`down` do nothing and `url` prints it,
+# before any folder is created (`make migrate DATABASE_URL=…` must not leave a .pgdata/ behind).
+if [ -n "${DATABASE_URL:-}" ]; then
+  case "${1:-}" in
+    up|down) exit 0 ;;
+    url) echo "$DATABASE_URL"; exit 0 ;;
+  esac
+fi
+
 base="$top/.pgdata"
 if [ "$(id -u)" -eq 0 ]; then
   mkdir -p "$base" 2>/dev/null || true

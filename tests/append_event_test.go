@@ -186,6 +186,12 @@ func TestAppendEventEnvelopeRules(t *testing.T) {
 	delete(w, "causationId")
 	if _, err := appendJSON(ctx, b.producer, w); pgcall.SQLState(err) != "OB105" {
 		t.Errorf("wallet.reserved@2.0 without causationId: %v", err)
+	} else {
+		// Issue 12 defect 4: the detail names the pair once, not "wallet.reserved@2.0@2.0".
+		var ke *pgcall.Error
+		if !errors.As(err, &ke) || ke.PgErr.Detail != "wallet.reserved@2.0 (schema 2.0) requires causationId" {
+			t.Errorf("OB105 detail: %v", err)
+		}
 	}
 	// Duplicate keys cannot hide in the json text (the API takes json, not jsonb).
 	raw, _ := json.Marshal(base())

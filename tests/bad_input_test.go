@@ -627,8 +627,8 @@ func TestBadInputDispatchTextFields(t *testing.T) {
 			for name, v := range biNasty {
 				t.Run(name, func(t *testing.T) {
 					biUnchanged(t, b.admin, func() {
-						biWantState(t, pgcall.QuarantineDelivery(ctx, b.disp, fenceOf(c), v, "consumer_rejected"), "22023")
-						biWantState(t, pgcall.QuarantineDelivery(ctx, b.disp, fenceOf(c), "consumer_rejected", v), "22023")
+						biWantState(t, pgcall.QuarantineDelivery(ctx, b.disp, fenceOf(c), v, "consumer_rejected", nil), "22023")
+						biWantState(t, pgcall.QuarantineDelivery(ctx, b.disp, fenceOf(c), "consumer_rejected", v, nil), "22023")
 					})
 				})
 			}

@@ -24,6 +24,13 @@ import (
 
 var ckSecret = []byte("a-test-secret-of-enough-length-0123456789")
 
+// ckSign is the v1 signature the dispatcher would send for d now (wire.SignRequest).
+func ckSign(secret []byte, d wire.Delivery) string {
+	h := http.Header{}
+	wire.SetHeaders(h, d)
+	return wire.SignRequest(secret, time.Now().Unix(), h, d.Envelope)
+}
+
 // ckPost posts d to url as the HTTP transport does (docs/transport-http.md), signing with
 // secret when non-nil and sending extra headers; it returns the status and body.
 func ckPost(t *testing.T, url string, d wire.Delivery, secret []byte, extra map[string]string) (int, []byte) {
@@ -35,7 +42,7 @@ func ckPost(t *testing.T, url string, d wire.Delivery, secret []byte, extra map[
 	h := req.Header
 	wire.SetHeaders(h, d)
 	if secret != nil {
-		h.Set(wire.HeaderSignature, consumer.Sign(secret, d.Envelope))
+		h.Set(wire.HeaderSignature, ckSign(secret, d))
 	}
 	for k, v := range extra {
 		h.Set(k, v)
@@ -102,7 +109,7 @@ func TestConsumerHTTPHandler(t *testing.T) {
 	}
 	// Signed, then the body altered in transit (its digest header altered to match).
 	altered := ckDelivery(t, spec, env)
-	sig := consumer.Sign(ckSecret, altered.Envelope)
+	sig := ckSign(ckSecret, altered)
 	env2 := ckEnv(reference.ExecutionAttemptEligibility, "attempt-h", 1)
 	env2["eventId"] = env["eventId"]
 	altered2 := ckDelivery(t, spec, env2)
@@ -136,7 +143,11 @@ func TestConsumerHTTPHandler(t *testing.T) {
 		t.Fatalf("appliedReceipt keys %s", got)
 	}
 	ckWantAck(t, wire.Result{Status: wire.Acknowledged, Ack: ok.Ack, Receipt: ok.Receipt})
-	if status, again := ckPost(t, srv.URL, d, ckSecret, nil); status != http.StatusOK || !bytes.Equal(again, body) {
+	// A redelivery is a new attempt (a new attempt number and so a new signature: the same
+	// signed request twice would be refused as a replay, R-SEC-5).
+	redelivery := d
+	redelivery.AttemptNumber++
+	if status, again := ckPost(t, srv.URL, redelivery, ckSecret, nil); status != http.StatusOK || !bytes.Equal(again, body) {
 		t.Fatalf("redelivery: %d %s, want the same 200 body", status, again)
 	}
 	if n := ckEffects(t, b.pool, spec, d.EventID); n != 1 {
@@ -159,7 +170,15 @@ func TestConsumerHTTPHandler(t *testing.T) {
 		t.Fatalf("unknown: %d %s, want 422 unknown_event_type", status, body)
 	}
 	// 400: the delivery headers are missing.
-	if status, _ := ckPost(t, srv.URL, d, ckSecret, map[string]string{wire.HeaderEventID: ""}); status != http.StatusBadRequest {
+	// (Signed as sent: the signature covers the delivery headers, so one removed after signing
+	// is 401.)
+	noID := redelivery
+	noID.AttemptNumber++
+	noID.EventID = ""
+	if status, _ := ckPost(t, srv.URL, d, ckSecret, map[string]string{wire.HeaderEventID: ""}); status != http.StatusUnauthorized {
+		t.Fatalf("header removed after signing: %d, want 401", status)
+	}
+	if status, _ := ckPost(t, srv.URL, noID, ckSecret, nil); status != http.StatusBadRequest {
 		t.Fatalf("missing header: %d, want 400", status)
 	}
 }

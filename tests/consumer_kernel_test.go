@@ -118,7 +118,7 @@ func TestConsumerKernelEndToEnd(t *testing.T) {
 		f := pgcall.Fence{Destination: c.Destination, EventID: c.EventID, AttemptID: c.AttemptID, LeaseToken: c.LeaseToken}
 		if c.EventID == conflicted {
 			ckWant(t, res, wire.NonRetryable, consumer.CodeReceiptConflict)
-			if err := pgcall.QuarantineDelivery(ctx, dispatcher, f, res.Code, res.Code); err != nil {
+			if err := pgcall.QuarantineDelivery(ctx, dispatcher, f, res.Code, res.Code, nil); err != nil {
 				t.Fatal(err)
 			}
 			continue

@@ -7,7 +7,6 @@ package tests
 
 import (
 	"context"
-	"crypto/hmac"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -381,7 +380,7 @@ func (c *dpConsumer) Deliver(ctx context.Context, d wire.Delivery) (wire.Result,
 // ServeHTTP implements the consumer side of docs/transport-http.md.
 func (c *dpConsumer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(req.Body)
-	if c.secret != nil && !hmac.Equal([]byte(req.Header.Get(wire.HeaderSignature)), []byte(wire.Sign(c.secret, body))) {
+	if _, ok := wire.VerifyRequest(c.secret, req.Header, body); c.secret != nil && !ok {
 		c.mu.Lock()
 		c.badSig++
 		c.mu.Unlock()

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/oceanway/pgoutbox/internal/config"
 	"github.com/oceanway/pgoutbox/internal/dispatcher"
@@ -129,8 +131,21 @@ func TestDispatcherMalformedAckRetriedNeverAcknowledged(t *testing.T) {
 	if n := db.count(t, `SELECT count(*) FROM outbox.outbox_events e WHERE e.event_id = $1::uuid AND NOT EXISTS (SELECT 1 FROM outbox.outbox_publications p WHERE p.event_id = e.event_id)`, ev); n != 1 {
 		t.Fatal("event published without acknowledgement")
 	}
-	if v := testutil.ToFloat64(r.m.TransportErrors.WithLabelValues(dpMeteringDest, "invalid_ack")); v != 4 {
-		t.Fatalf("transport_errors{invalid_ack} = %v, want 4", v)
+	// R-DP-4 (issue 12 defect 6): the consumer answered every time, so nothing is a transport
+	// error; the one 200 the kernel refused (OB002) is an ack rejection, and the duration
+	// histogram files it under the kernel's verdict, never under "acknowledged".
+	for _, code := range []string{"transport_error", "consumer_timeout"} {
+		if v := testutil.ToFloat64(r.m.TransportErrors.WithLabelValues(dpMeteringDest, code)); v != 0 {
+			t.Fatalf("transport_errors{%s} = %v, want 0", code, v)
+		}
+	}
+	if v := testutil.ToFloat64(r.m.AckRejections.WithLabelValues(dpMeteringDest, "OB002")); v != 1 {
+		t.Fatalf("ack_rejections{OB002} = %v, want 1", v)
+	}
+	for outcome, want := range map[string]uint64{"acknowledged": 0, "ack_rejected": 1, "retryable": 3} {
+		if n := histCount(t, r.m.DeliveryLatency, dpMeteringDest, dpMeteringType, "1", outcome); n != want {
+			t.Fatalf("delivery_duration_seconds{outcome=%s} count = %d, want %d", outcome, n, want)
+		}
 	}
 	if v := testutil.ToFloat64(r.m.Acks.WithLabelValues(dpMeteringDest, dpMeteringType, "1", "complete")); v != 0 {
 		t.Fatal("ack counted")
@@ -170,6 +185,13 @@ func TestDispatcherPermanentRejectionQuarantined(t *testing.T) {
 		if c.callsFor(ev) != 1 {
 			t.Fatalf("quarantined delivery called %d times", c.callsFor(ev))
 		}
+	}
+	// Issue 12 defect 2 (R-AK-6, R-AK-7): the consumer's ref of a 409/422 answer is kept,
+	// sanitized, on the finish and the delivery.
+	if n := db.count(t, `SELECT count(*) FROM outbox.outbox_delivery_attempt_finishes f
+		JOIN outbox.outbox_deliveries d ON d.current_attempt_id = f.attempt_id
+		WHERE d.event_id = $1::uuid AND f.sanitized_error_ref = 'type:unsupported' AND d.last_error_ref = 'type:unsupported'`, e1); n != 1 {
+		t.Fatal("the rejection's ref was not kept on the quarantine finish")
 	}
 	if v := testutil.ToFloat64(r.m.Quarantines.WithLabelValues(dpMeteringDest, dpMeteringType, "1", "unknown_event_type")); v != 1 {
 		t.Fatalf("quarantines{unknown_event_type} = %v", v)
@@ -461,4 +483,14 @@ func TestDispatcherPreflightRefusesUnsafeStart(t *testing.T) {
 	if who != "outbox_dispatcher" || st != "900ms" {
 		t.Fatalf("session runs as %s with statement_timeout %s", who, st)
 	}
+}
+
+// histCount is the sample count of one series of a histogram vector.
+func histCount(t *testing.T, h *prometheus.HistogramVec, labels ...string) uint64 {
+	t.Helper()
+	var m dto.Metric
+	if err := h.WithLabelValues(labels...).(prometheus.Histogram).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount()
 }

@@ -81,7 +81,7 @@ func TestDispatcherMetricsScrape(t *testing.T) {
 	for _, name := range []string{
 		"pgoutbox_dispatcher_claims_total", "pgoutbox_dispatcher_acks_total", "pgoutbox_dispatcher_retries_total",
 		"pgoutbox_dispatcher_fencing_rejections_total", "pgoutbox_dispatcher_lease_expiries_total",
-		"pgoutbox_dispatcher_transport_errors_total", "pgoutbox_dispatcher_delivery_duration_seconds",
+		"pgoutbox_dispatcher_transport_errors_total", "pgoutbox_dispatcher_ack_rejections_total", "pgoutbox_dispatcher_delivery_duration_seconds",
 		"pgoutbox_dispatcher_inflight_deliveries", "pgoutbox_pending_deliveries", "pgoutbox_oldest_pending_age_seconds",
 		"pgoutbox_leased_deliveries", "pgoutbox_dispatcher_build_info", "pgoutbox_delivery_stats_up",
 	} {
@@ -105,7 +105,8 @@ func TestDispatcherMetricsScrape(t *testing.T) {
 	}
 	rows.Close()
 	uuidRE := regexp.MustCompile(`(?i)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
-	allowed := map[string]bool{"destination": true, "event_type": true, "schema_version": true, "outcome": true, "error_code": true}
+	// sqlstate: the kernel's SQLSTATE of a refused ack (a handful of codes: OB002, OB201, 22xxx).
+	allowed := map[string]bool{"destination": true, "event_type": true, "schema_version": true, "outcome": true, "error_code": true, "sqlstate": true, "trigger": true}
 	for name, f := range fams {
 		for _, m := range f.GetMetric() {
 			for _, lp := range m.GetLabel() {

@@ -43,7 +43,7 @@ func dxStaleCalls(t *testing.T, b dxBundle, db pgcall.DBTX, c pgcall.ClaimedDeli
 		"ack":   func() error { _, err := pgcall.AckDelivery(ctx, db, f, ack, rc); return err },
 		"retry": func() error { _, err := pgcall.RetryDelivery(ctx, db, f, "consumer_timeout", &ref); return err },
 		"quarantine": func() error {
-			return pgcall.QuarantineDelivery(ctx, db, f, "consumer_rejected", "consumer_rejected")
+			return pgcall.QuarantineDelivery(ctx, db, f, "consumer_rejected", "consumer_rejected", nil)
 		},
 	}
 	for _, name := range []string{"renew", "ack", "retry", "quarantine"} {

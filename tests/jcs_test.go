@@ -289,9 +289,10 @@ func TestJCSGrantsAndAttributes(t *testing.T) {
 		// TestJCSInParallelQuery), the exception-free helpers PARALLEL SAFE.
 		hasExceptionBlock := isPublicAPI || sig == "outbox._jcs_text_problem(text)"
 		wantParallel := map[bool]string{true: "u", false: "s"}[hasExceptionBlock]
-		// _sha256_hex is an inlinable LANGUAGE sql helper: no SET (it would prevent inlining).
+		// _sha256_hex and _jcs_sort_key are inlinable LANGUAGE sql helpers: no SET (it would
+		// prevent inlining); they call only schema-qualified pg_catalog functions.
 		wantConfig := "search_path=pg_catalog, pg_temp"
-		if sig == "outbox._sha256_hex(text)" {
+		if sig == "outbox._sha256_hex(text)" || sig == "outbox._jcs_sort_key(text)" {
 			wantConfig = ""
 		}
 		if owner != "outbox_owner" || volatile != "i" || parallel != wantParallel || public ||

@@ -221,7 +221,7 @@ func TestMailboxDeliveryFailureLeavesSucceeded(t *testing.T) {
 			if _, err := b.admin.Exec(ctx, `UPDATE outbox.outbox_deliveries SET available_at = now() WHERE event_id = $1::uuid`, ev); err != nil {
 				t.Fatal(err)
 			}
-		} else if err := pgcall.QuarantineDelivery(ctx, disp, fenceOf(cs[0]), "consumer_rejected", "consumer_rejected"); err != nil {
+		} else if err := pgcall.QuarantineDelivery(ctx, disp, fenceOf(cs[0]), "consumer_rejected", "consumer_rejected", nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -149,7 +149,7 @@ func TestPerAggregateOrdering(t *testing.T) {
 		t.Fatalf("after ack of a1 claimed %v, want only a2", dxEventIDs(cs))
 	}
 	// a2 quarantined: a3 is claimable (quarantine is terminal).
-	if err := pgcall.QuarantineDelivery(ctx, b.disp, fenceOf(cs[0]), "consumer_rejected", "consumer_rejected"); err != nil {
+	if err := pgcall.QuarantineDelivery(ctx, b.disp, fenceOf(cs[0]), "consumer_rejected", "consumer_rejected", nil); err != nil {
 		t.Fatal(err)
 	}
 	cs = dxClaim(t, b.disp, dxWorkerA, 10, time.Minute, dxDestOrdered)

@@ -163,7 +163,7 @@ func TestRetryRejectsUnknownAndNonRetryableCodes(t *testing.T) {
 		dxWantState(t, err, dxSQLStateParam)
 	}
 	for _, q := range [][2]string{{"consumer_timeout", "consumer_timeout"}, {"no_such_reason", "unsupported_schema"}, {"unsupported_schema", "no_such_code"}} {
-		err := pgcall.QuarantineDelivery(ctx, b.disp, fenceOf(c), q[0], q[1])
+		err := pgcall.QuarantineDelivery(ctx, b.disp, fenceOf(c), q[0], q[1], nil)
 		dxWantState(t, err, dxSQLStateParam)
 	}
 	if after := dxRow(t, b.admin, c.Destination, c.EventID); after != before {
@@ -191,7 +191,7 @@ func TestQuarantineDelivery(t *testing.T) {
 	ctx := context.Background()
 	eventID := dxAppend(t, b.admin, dxSettlement, "agg-1", 1)
 	c := dxClaimOne(t, b.disp, dxWorkerA, time.Minute, dxDestCatchUp)
-	if err := pgcall.QuarantineDelivery(ctx, b.disp, fenceOf(c), "unsupported_schema", "unsupported_schema"); err != nil {
+	if err := pgcall.QuarantineDelivery(ctx, b.disp, fenceOf(c), "unsupported_schema", "unsupported_schema", nil); err != nil {
 		t.Fatal(err)
 	}
 	if o, d := dxFinish(t, b.admin, c.AttemptID); o != "non_retryable" || d != "quarantined" {
@@ -219,7 +219,7 @@ func TestQuarantineDelivery(t *testing.T) {
 		t.Fatal("quarantined delivery claimed")
 	}
 	// The finished fence is dead.
-	err := pgcall.QuarantineDelivery(ctx, b.disp, fenceOf(c), "unsupported_schema", "unsupported_schema")
+	err := pgcall.QuarantineDelivery(ctx, b.disp, fenceOf(c), "unsupported_schema", "unsupported_schema", nil)
 	dxWantFencing(t, err)
 }
 
@@ -231,7 +231,7 @@ func TestQuarantineRowAppendOnly(t *testing.T) {
 	ctx := context.Background()
 	eventID := dxAppend(t, b.admin, dxMetering, "agg-1", 1)
 	c := dxClaimOne(t, b.disp, dxWorkerA, time.Minute, dxDestMetering)
-	if err := pgcall.QuarantineDelivery(ctx, b.disp, fenceOf(c), "envelope_invalid", "envelope_invalid"); err != nil {
+	if err := pgcall.QuarantineDelivery(ctx, b.disp, fenceOf(c), "envelope_invalid", "envelope_invalid", nil); err != nil {
 		t.Fatal(err)
 	}
 	owner := testdb.Conn(t, b.dsn, "outbox_owner")

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // Tenant is the tenant block of an EventEnvelope@1 (SPEC D-3); projectId is optional.
@@ -93,9 +94,80 @@ const (
 	HeaderReceiptType    = "Pgoutbox-Expected-Receipt-Type"
 	HeaderReceiptSchema  = "Pgoutbox-Expected-Receipt-Schema-Version"
 	HeaderProjection     = "Pgoutbox-Required-Projection" // "name@version", absent when none
-	// HeaderSignature is "sha256=" + lower-case hex HMAC-SHA256(secret, request body).
+	// HeaderSignature is "t=<unix seconds>,v1=<lower-case hex HMAC-SHA256(secret, SigningString)>"
+	// (SignRequest). The body-only form "sha256=<hex HMAC-SHA256(secret, body)>" (Sign) is
+	// obsolete: it can be replayed at any time; a consumer accepts it only when configured to.
 	HeaderSignature = "Pgoutbox-Signature"
 )
+
+// SignatureVersion tags the signing string of the current HMAC scheme.
+const SignatureVersion = "pgoutbox-hmac-v1"
+
+// SignedHeaders are the delivery headers the v1 signature covers, in signing-string order
+// (a header that is absent contributes an empty line).
+var SignedHeaders = []string{HeaderDestination, HeaderConsumer, HeaderEventID, HeaderAttemptID,
+	HeaderAttemptNumber, HeaderEnvelopeSHA256, HeaderReceiptType, HeaderReceiptSchema, HeaderProjection}
+
+// SigningString is what the v1 HMAC covers (docs/transport-http.md, "Signature"): the lines
+//
+//	pgoutbox-hmac-v1
+//	<timestamp: unix seconds, decimal>
+//	<each of SignedHeaders' values, in order; "" when absent>
+//	<lower-case hex SHA-256 of the body>
+//
+// joined by "\n" (no trailing newline). It binds the body to its destination, event, attempt and
+// time, so a captured request cannot be replayed to another destination, as another attempt or
+// outside the consumer's window.
+func SigningString(timestamp int64, h http.Header, body []byte) []byte {
+	sum := sha256.Sum256(body)
+	var b []byte
+	b = append(b, SignatureVersion...)
+	b = append(b, '\n')
+	b = strconv.AppendInt(b, timestamp, 10)
+	for _, name := range SignedHeaders {
+		b = append(b, '\n')
+		b = append(b, h.Get(name)...)
+	}
+	b = append(b, '\n')
+	b = append(b, hex.EncodeToString(sum[:])...)
+	return b
+}
+
+// SignRequest returns the HeaderSignature value of the v1 scheme for a request whose delivery
+// headers are already set in h: "t=<timestamp>,v1=<hex HMAC-SHA256(secret, SigningString)>".
+func SignRequest(secret []byte, timestamp int64, h http.Header, body []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write(SigningString(timestamp, h, body))
+	return "t=" + strconv.FormatInt(timestamp, 10) + ",v1=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// ParseSignature splits a v1 HeaderSignature value into its timestamp and MAC. ok is false for
+// anything else (including the obsolete "sha256=" form).
+func ParseSignature(v string) (timestamp int64, mac []byte, ok bool) {
+	ts, rest, found := strings.Cut(v, ",")
+	if !found {
+		return 0, nil, false
+	}
+	tsv, ok1 := strings.CutPrefix(ts, "t=")
+	hexMAC, ok2 := strings.CutPrefix(rest, "v1=")
+	if !ok1 || !ok2 || len(hexMAC) != 64 || tsv == "" || len(tsv) > 12 {
+		return 0, nil, false
+	}
+	for _, c := range tsv {
+		if c < '0' || c > '9' {
+			return 0, nil, false
+		}
+	}
+	t, err := strconv.ParseInt(tsv, 10, 64)
+	if err != nil {
+		return 0, nil, false
+	}
+	mac, err = hex.DecodeString(hexMAC)
+	if err != nil || strings.ToLower(hexMAC) != hexMAC {
+		return 0, nil, false
+	}
+	return t, mac, true
+}
 
 // HTTPSuccessBody is the only success answer of the HTTP transport: status 200 with this body.
 type HTTPSuccessBody struct {
@@ -126,10 +198,25 @@ func SetHeaders(h http.Header, d Delivery) {
 	}
 }
 
-// Sign returns the HeaderSignature value for body under secret: "sha256=" followed by the
-// lower-case hex HMAC-SHA256.
+// Sign returns the obsolete body-only HeaderSignature value for body under secret: "sha256="
+// followed by the lower-case hex HMAC-SHA256 of the body. It covers neither time, destination
+// nor attempt (a captured request can be replayed); the dispatcher no longer sends it and the
+// consumer kit accepts it only with Config.AcceptBodyOnlySignature. Use SignRequest.
 func Sign(secret, body []byte) string {
 	m := hmac.New(sha256.New, secret)
 	m.Write(body)
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// VerifyRequest reports whether h carries a valid v1 signature of body under secret and
+// returns its timestamp. It checks the MAC only: freshness and replay are the receiver's window
+// (the consumer kit's Config.SignatureWindow).
+func VerifyRequest(secret []byte, h http.Header, body []byte) (int64, bool) {
+	ts, mac, ok := ParseSignature(h.Get(HeaderSignature))
+	if !ok {
+		return 0, false
+	}
+	m := hmac.New(sha256.New, secret)
+	m.Write(SigningString(ts, h, body))
+	return ts, hmac.Equal(mac, m.Sum(nil))
 }

@@ -79,6 +79,9 @@ func run(ctx context.Context, server, bin string, runs int, timeout time.Duratio
 		}
 		d.consumerURLs[s.ConsumerName] = u
 		d.secrets[s.ConsumerName] = randomHex(32)
+		if err := bindConsumer(ctx, u, s.ConsumerName); err != nil {
+			return err
+		}
 	}
 	fmt.Printf("  producer database  %s\n", redact(d.producerURL))
 	for _, s := range reference.All() {
@@ -194,9 +197,10 @@ func (d *demo) startConsumers(ctx context.Context, bin string) error {
 		return err
 	}
 	d.consumerAddr = addr
-	args := []string{"-listen", addr, "-role", "outbox_consumer", "-log-level", "warn"}
+	args := []string{"-listen", addr, "-log-level", "warn"}
 	env := os.Environ()
 	for _, s := range reference.All() {
+		args = append(args, "-consumer-role", s.ConsumerName+"="+consumerRole(s.ConsumerName))
 		args = append(args, "-db", s.ConsumerName+"="+d.consumerURLs[s.ConsumerName])
 		env = append(env, "REFCONSUMER_"+strings.ToUpper(s.ConsumerName)+"_HMAC_SECRET="+d.secrets[s.ConsumerName])
 	}
@@ -217,6 +221,8 @@ func (d *demo) startDispatcher(ctx context.Context, bin string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "mode = \"production\"\nworker_name = \"demo-dispatcher\"\nbatch_size = 32\nconcurrency = 16\n")
 	fmt.Fprintf(&b, "lease = \"30s\"\npoll_interval = \"200ms\"\nrecovery_interval = \"1s\"\nmetrics_address = %q\n", addr)
+	// stats_interval 1s: the backlog gauges catch up with the final state within a second
+	// (the final print waits for that, waitGaugesDrained).
 	fmt.Fprintf(&b, "database_role = \"outbox_dispatcher\"\nlog_level = \"warn\"\nstats_interval = \"1s\"\n")
 	env := os.Environ()
 	for _, s := range reference.All() {
@@ -364,6 +370,12 @@ func (d *demo) summary(ctx context.Context) error {
 	}
 
 	step("dispatcher metrics (selected series)")
+	// The backlog gauges are refreshed by the dispatcher every stats_interval: wait until they
+	// show the state just read from the database (no open delivery) before printing them, so the
+	// print never shows a stale pending count next to "open deliveries 0" (issue 12 defect 6).
+	if s.NonTerminal == 0 {
+		waitGaugesDrained("http://"+d.metrics+"/metrics", 15*time.Second)
+	}
 	if err := printMetrics("http://" + d.metrics + "/metrics"); err != nil {
 		fmt.Printf("  (metrics unavailable: %v)\n", err)
 	}
@@ -388,6 +400,41 @@ func (d *demo) summary(ctx context.Context) error {
 	}
 	fmt.Println("\nall checks passed: every mandatory delivery is terminal, nothing lost, nothing applied twice.")
 	return nil
+}
+
+// waitGaugesDrained polls url until every pgoutbox_pending_deliveries and
+// pgoutbox_leased_deliveries series reads 0, or bound passes (then the print says what it saw).
+func waitGaugesDrained(url string, bound time.Duration) {
+	deadline := time.Now().Add(bound)
+	for {
+		drained, err := gaugesDrained(url)
+		if err == nil && drained {
+			return
+		}
+		if time.Now().After(deadline) {
+			fmt.Println("  (the dispatcher's backlog gauges had not caught up yet)")
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func gaugesDrained(url string) (bool, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		if (strings.HasPrefix(l, "pgoutbox_pending_deliveries{") || strings.HasPrefix(l, "pgoutbox_leased_deliveries{")) &&
+			!strings.HasSuffix(l, " 0") {
+			return false, nil
+		}
+	}
+	return true, sc.Err()
 }
 
 func printMetrics(url string) error {
@@ -419,4 +466,32 @@ func randomHex(n int) string {
 		panic(err)
 	}
 	return hex.EncodeToString(b)
+}
+
+// consumerRole is the demo's own role for one reference consumer (SPEC R-SEC-5: each consumer acts
+// only as itself; its name is bound to this role in its database).
+func consumerRole(consumerName string) string { return "pgoutbox_demo_" + consumerName }
+
+// bindConsumer creates the consumer's role (a NOLOGIN group role granted outbox_consumer; the
+// demo's superuser session switches to it with SET LOCAL ROLE) and binds the consumer name to it
+// in the consumer's database.
+func bindConsumer(ctx context.Context, dbURL, consumerName string) error {
+	c, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	role := pgx.Identifier{consumerRole(consumerName)}.Sanitize()
+	if _, err := c.Exec(ctx, `DO $$ BEGIN
+		IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = '`+consumerRole(consumerName)+`') THEN
+			CREATE ROLE `+role+` NOLOGIN;
+		END IF;
+	EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+	END $$`); err != nil {
+		return fmt.Errorf("create role for %s: %w", consumerName, err)
+	}
+	if _, err := c.Exec(ctx, `GRANT outbox_consumer TO `+role); err != nil {
+		return fmt.Errorf("grant outbox_consumer to %s: %w", consumerName, err)
+	}
+	return pgcall.BindConsumerRole(ctx, c, consumerName, consumerRole(consumerName))
 }

@@ -8,6 +8,10 @@
 //	outboxctl [-db URL] release list
 //	outboxctl [-db URL] audit
 //	outboxctl [-db URL] status
+//	outboxctl [-db URL] quarantine list | preview D EVENT | redeliver D EVENT --case C --reason TEXT --key K [--yes]
+//	outboxctl [-db URL] archive run [-older-than DUR] [-max-rows N] [-batches K] | verify RUN_ID
+//	outboxctl [-db URL] archive holds list | set EVENT_ID REASON | release EVENT_ID
+//	outboxctl [-db URL] bootstrap SOURCE VERSION SCHEMA ALGORITHM DIGEST [-max-rows N] [-once]
 //	outboxctl [-db URL] mailbox status SOURCE | mailbox resolve SOURCE MSG_ID RESOLUTION NOTE
 //
 // The database URL comes from -db, else PGOUTBOX_URL, else DATABASE_URL.
@@ -33,6 +37,19 @@ commands:
   release list                             registered definitions with status
   audit                                    grant matrix and trigger list, stable text for diffs
   status                                   per-destination delivery status (read-only)
+  quarantine list [--destination D] [--reason R]
+                                           deliveries quarantined now (read-only, as outbox_auditor)
+  quarantine preview D EVENT               what a re-delivery would do (changes nothing)
+  quarantine redeliver D EVENT --case C --reason TEXT --key K [--yes]
+                                           re-deliver the original event (as outbox_operator, audited)
+  archive run [-older-than 2160h] [-max-rows 1000] [-batches 1]
+                                           audited retention run(s) (as outbox_retention)
+  archive verify RUN_ID                    recompute and compare an archive run (as outbox_auditor)
+  archive holds list                       legal holds with their audit (as outbox_auditor)
+  archive holds set EVENT_ID REASON | release EVENT_ID
+                                           place / release a legal hold (as outbox_retention)
+  bootstrap SOURCE VERSION SCHEMA ALGORITHM DIGEST [-max-rows 10000] [-once]
+                                           import a legacy event table (as outbox_owner; docs/migrations.md)
   mailbox status SOURCE | mailbox resolve SOURCE MSG_ID RESOLUTION NOTE   mailbox pipeline (docs/mailbox.md)
 `
 
@@ -78,6 +95,12 @@ func run(ctx context.Context, dsn string, args []string, out io.Writer) error {
 		return runAudit(ctx, dsn, args[1:], out)
 	case "status":
 		return runStatus(ctx, dsn, args[1:], out)
+	case "quarantine":
+		return runQuarantine(ctx, dsn, args[1:], out)
+	case "archive":
+		return runArchive(ctx, dsn, args[1:], out)
+	case "bootstrap":
+		return runBootstrap(ctx, dsn, args[1:], out)
 	case "mailbox":
 		return runMailbox(ctx, dsn, args[1:], out)
 	}

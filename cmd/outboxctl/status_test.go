@@ -68,7 +68,7 @@ func TestStatusOutput(t *testing.T) {
 		t.Fatalf("ack: %v", err)
 	}
 	c2 := claim()
-	if err := pgcall.QuarantineDelivery(ctx, disp, pgcall.Fence{Destination: c2.Destination, EventID: c2.EventID, AttemptID: c2.AttemptID, LeaseToken: c2.LeaseToken}, "consumer_rejected", "consumer_rejected"); err != nil {
+	if err := pgcall.QuarantineDelivery(ctx, disp, pgcall.Fence{Destination: c2.Destination, EventID: c2.EventID, AttemptID: c2.AttemptID, LeaseToken: c2.LeaseToken}, "consumer_rejected", "consumer_rejected", nil); err != nil {
 		t.Fatalf("quarantine: %v", err)
 	}
 	claim() // third: leased; fourth stays pending

@@ -16,6 +16,9 @@
 //	-secret NAME=SECRET       REFCONSUMER_<NAME>_HMAC_SECRET   (prefer the environment)
 //	-token NAME=TOKEN         REFCONSUMER_<NAME>_BEARER_TOKEN  (prefer the environment)
 //	-role ROLE                REFCONSUMER_ROLE              SET LOCAL ROLE in every transaction
+//	-consumer-role NAME=ROLE  REFCONSUMER_<NAME>_ROLE       that consumer's own role instead of -role:
+//	                                                        the role its name is bound to
+//	                                                        (inbox.bind_consumer_role, SPEC R-SEC-5)
 //	-install-schema           REFCONSUMER_INSTALL_SCHEMA    default true: create the domain schemas
 //	-grant-to ROLE            REFCONSUMER_GRANT_TO          role granted the domain schemas (default -role)
 //	-max-concurrent N         REFCONSUMER_MAX_CONCURRENT    default 64 per consumer (then 429)
@@ -84,17 +87,22 @@ func run(args []string) error {
 	listen := fs.String("listen", env("REFCONSUMER_LISTEN", "127.0.0.1:8090"), "listen address")
 	consumers := fs.String("consumers", env("REFCONSUMER_CONSUMERS", strings.Join(names, ",")), "consumers to serve")
 	defaultDB := fs.String("database-url", env("REFCONSUMER_DATABASE_URL", ""), "database of every consumer without its own -db")
-	dbs, secrets, tokens := multiFlag{}, multiFlag{}, multiFlag{}
+	dbs, secrets, tokens, roles := multiFlag{}, multiFlag{}, multiFlag{}, multiFlag{}
 	fs.Var(dbs, "db", "NAME=URL database of one consumer (repeatable)")
 	fs.Var(secrets, "secret", "NAME=SECRET HMAC secret of one consumer (repeatable; prefer the environment)")
 	fs.Var(tokens, "token", "NAME=TOKEN bearer token of one consumer (repeatable; prefer the environment)")
 	role := fs.String("role", env("REFCONSUMER_ROLE", ""), "role to SET LOCAL in every transaction")
+	fs.Var(roles, "consumer-role", "NAME=ROLE role of one consumer, instead of -role (repeatable; the role inbox.bind_consumer_role bound NAME to)")
 	installDefault, _ := strconv.ParseBool(env("REFCONSUMER_INSTALL_SCHEMA", "true"))
 	install := fs.Bool("install-schema", installDefault, "create the consumers' domain schemas at start")
 	grantTo := fs.String("grant-to", env("REFCONSUMER_GRANT_TO", ""), "role granted the domain schemas (default: -role)")
 	maxConcDefault, _ := strconv.Atoi(env("REFCONSUMER_MAX_CONCURRENT", "64"))
 	maxConc := fs.Int("max-concurrent", maxConcDefault, "deliveries in progress per consumer before 429")
 	insecure := fs.Bool("insecure-no-auth", false, "accept unauthenticated requests (development only)")
+	maxBody := fs.Int64("max-body-bytes", 4<<20, "largest request body accepted (413 above)")
+	maxUnauth := fs.Int("max-unauthenticated-reads", 4, "request bodies read at once before their HMAC signature is checked")
+	window := fs.Duration("signature-window", 5*time.Minute, "a signature whose timestamp is further from now is stale; accepted signatures are remembered this long (replays refused)")
+	bodyOnly := fs.Bool("accept-body-only-signature", false, "also accept the obsolete replayable body-only signature (migration only)")
 	logLevel := fs.String("log-level", env("REFCONSUMER_LOG_LEVEL", "info"), "debug|info|warn|error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -106,6 +114,15 @@ func run(args []string) error {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	if *maxConc < 1 || *maxConc > 10000 {
 		return fmt.Errorf("-max-concurrent %d out of range 1..10000", *maxConc)
+	}
+	if *maxBody < 1024 || *maxBody > 64<<20 {
+		return fmt.Errorf("-max-body-bytes %d out of range 1024..%d", *maxBody, 64<<20)
+	}
+	if *maxUnauth < 1 || *maxUnauth > 1024 {
+		return fmt.Errorf("-max-unauthenticated-reads %d out of range 1..1024", *maxUnauth)
+	}
+	if *window < time.Second || *window > time.Hour {
+		return fmt.Errorf("-signature-window %s out of range 1s..1h", *window)
 	}
 	if *grantTo == "" {
 		*grantTo = *role
@@ -122,7 +139,11 @@ func run(args []string) error {
 			return fmt.Errorf("unknown consumer %q (known: %s)", name, strings.Join(names, ", "))
 		}
 		o := serveOptions{spec: spec, role: *role, grantTo: *grantTo, install: *install,
-			maxConcurrent: *maxConc, insecure: *insecure}
+			maxConcurrent: *maxConc, insecure: *insecure, maxBodyBytes: *maxBody, maxUnauthReads: *maxUnauth,
+			signatureWindow: *window, acceptBodyOnly: *bodyOnly}
+		if r := firstNonEmpty(roles[name], os.Getenv(envName(name, "ROLE"))); r != "" {
+			o.role, o.grantTo = r, r
+		}
 		o.dbURL = firstNonEmpty(dbs[name], os.Getenv(envName(name, "DATABASE_URL")), *defaultDB)
 		if o.dbURL == "" {
 			return fmt.Errorf("consumer %s: no database URL (-db %s=URL, %s or -database-url)", name, name, envName(name, "DATABASE_URL"))

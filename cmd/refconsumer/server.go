@@ -24,6 +24,11 @@ type serveOptions struct {
 	install       bool
 	maxConcurrent int
 	insecure      bool
+	// HTTP limits and the signature window (consumer.Config).
+	maxBodyBytes    int64
+	maxUnauthReads  int
+	signatureWindow time.Duration
+	acceptBodyOnly  bool
 }
 
 // errDatabaseDown is what a gated pool answers while its monitor sees the database down; the
@@ -86,6 +91,8 @@ func newServer(ctx context.Context, log *slog.Logger, opts []serveOptions) (*ser
 		kc.BearerToken = o.token
 		kc.InsecureNoAuth = o.insecure
 		kc.MaxConcurrent = o.maxConcurrent
+		kc.MaxBodyBytes, kc.MaxUnauthenticatedReads = o.maxBodyBytes, o.maxUnauthReads
+		kc.SignatureWindow, kc.AcceptBodyOnlySignature = o.signatureWindow, o.acceptBodyOnly
 		kc.Logger = log
 		kit, err := consumer.New(kc)
 		if err != nil {

@@ -54,5 +54,22 @@ func write(ctx context.Context, db pgcall.DBTX, out io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s %s\t%s\t%s\t%s\n", t.Table, t.Name, t.Timing, t.Events, t.Level, t.Function, def)
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	bindings, err := pgcall.ConsumerBindings(ctx, db)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "# consumer bindings (inbox.consumer_roles): members of the role may act as the consumer, nobody else")
+	if len(bindings) == 0 {
+		fmt.Fprintln(out, "(none: every inbox call by a non-superuser is refused until the registrar binds its consumer name)")
+		return nil
+	}
+	tw = tabwriter.NewWriter(out, 0, 4, 1, ' ', 0)
+	for _, b := range bindings {
+		fmt.Fprintf(tw, "%s\t%s\tbound by %s\n", b.ConsumerName, b.Role, b.BoundBy)
+	}
 	return tw.Flush()
 }

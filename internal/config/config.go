@@ -57,6 +57,7 @@ type Config struct {
 	LeaseRenewal     bool                   `toml:"lease_renewal"`
 	RenewFraction    float64                `toml:"renew_fraction"`
 	PollInterval     time.Duration          `toml:"poll_interval"`
+	WakeCoalesce     time.Duration          `toml:"wake_coalesce"`
 	RecoveryInterval time.Duration          `toml:"recovery_interval"`
 	RecoveryBatch    int                    `toml:"recovery_batch"`
 	StatementTimeout time.Duration          `toml:"statement_timeout"`
@@ -122,6 +123,7 @@ var (
 	RenewFractionBounds    = floatBounds{0.1, 0.9}
 	LeaseBounds            = durBounds{time.Second, time.Hour}
 	PollIntervalBounds     = durBounds{50 * time.Millisecond, 10 * time.Minute}
+	WakeCoalesceBounds     = durBounds{0, time.Second}
 	RecoveryIntervalBounds = durBounds{100 * time.Millisecond, time.Hour}
 	StatementTimeoutBounds = durBounds{100 * time.Millisecond, 10 * time.Minute}
 	OutcomeFlushBounds     = durBounds{0, 50 * time.Millisecond}
@@ -149,6 +151,7 @@ func Defaults() Config {
 		LeaseRenewal:     true,
 		RenewFraction:    0.5,
 		PollInterval:     time.Second,
+		WakeCoalesce:     25 * time.Millisecond,
 		RecoveryInterval: 5 * time.Second,
 		RecoveryBatch:    1000,
 		StatementTimeout: 5 * time.Second,
@@ -434,6 +437,7 @@ func (c *Config) Validate() []error {
 	checkInt("db_max_conns", c.DBMaxConns, DBMaxConnsBounds)
 	checkDur("lease", c.Lease, LeaseBounds)
 	checkDur("poll_interval", c.PollInterval, PollIntervalBounds)
+	checkDur("wake_coalesce", c.WakeCoalesce, WakeCoalesceBounds)
 	checkDur("recovery_interval", c.RecoveryInterval, RecoveryIntervalBounds)
 	checkDur("statement_timeout", c.StatementTimeout, StatementTimeoutBounds)
 	checkDur("outcome_flush_interval", c.OutcomeFlushInterval, OutcomeFlushBounds)

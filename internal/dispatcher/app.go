@@ -115,6 +115,7 @@ func Process(ctx context.Context, args []string, env config.Env, stderr io.Write
 		}
 	}()
 	m := metrics.New()
+	m.Registry.MustRegister(metrics.NewRedeliveries(pool, cfg.StatementTimeout)) // R-AK-10
 	d, err := New(Options{Config: cfg, Pool: pool, Transports: trs, Metrics: m, Logger: log})
 	if err != nil {
 		log.Error("refusing to start", "error", err.Error())

@@ -111,8 +111,11 @@ func New(o Options) (*Dispatcher, error) {
 		for _, op := range []string{"renew", "ack", "retry", "quarantine"} {
 			d.m.FencingRejections.WithLabelValues(n, op)
 		}
-		for _, code := range []string{transport.CodeTransportError, transport.CodeConsumerTimeout, transport.CodeInvalidAck, transport.CodeConsumerUnavailable} {
+		for _, code := range []string{transport.CodeTransportError, transport.CodeConsumerTimeout} {
 			d.m.TransportErrors.WithLabelValues(n, code)
+		}
+		for _, st := range []string{"OB002", "OB201"} {
+			d.m.AckRejections.WithLabelValues(n, st)
 		}
 	}
 	for _, op := range []string{"ack", "retry", "quarantine"} {
@@ -249,6 +252,8 @@ func (d *Dispatcher) claimLoop(ctx context.Context) {
 	bo := newBackoff(100*time.Millisecond, 5*time.Second)
 	poll := time.NewTimer(d.cfg.PollInterval)
 	defer poll.Stop()
+	trigger := "poll"
+	var lastClaim time.Time
 	for ctx.Err() == nil {
 		free := d.cfg.Concurrency - int(d.inflight.Load())
 		if free <= 0 {
@@ -260,6 +265,20 @@ func (d *Dispatcher) claimLoop(ctx context.Context) {
 			continue
 		}
 		n := min(free, d.cfg.BatchSize)
+		// Wake-ups are coalesced (R-SEC-5): any login may NOTIFY the channel, so a burst of them
+		// must not turn into a burst of claims - at most one notify-triggered claim per
+		// wake_coalesce; the notifications arriving meanwhile are absorbed by it.
+		if trigger == "notify" && d.cfg.WakeCoalesce > 0 {
+			if wait := d.cfg.WakeCoalesce - time.Since(lastClaim); wait > 0 && !sleepCtx(ctx, wait) {
+				return
+			}
+			select {
+			case <-d.wake:
+			default:
+			}
+		}
+		d.m.ClaimCalls.WithLabelValues(trigger).Inc()
+		lastClaim = time.Now()
 		failpoint.Inject(failpoint.BeforeClaim) // T-3 crash window (test-only; no-op otherwise)
 		// A claim that started completes even if ctx is cancelled meanwhile, so every claimed row
 		// is delivered (or drained) rather than stranded until lease expiry.
@@ -286,6 +305,7 @@ func (d *Dispatcher) claimLoop(ctx context.Context) {
 			d.start(r, claimedAt)
 		}
 		if len(rows) == n {
+			trigger = "more"
 			continue // probably more work
 		}
 		if !poll.Stop() {
@@ -299,7 +319,9 @@ func (d *Dispatcher) claimLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-d.wake:
+			trigger = "notify"
 		case <-poll.C:
+			trigger = "poll"
 		}
 	}
 }
@@ -333,6 +355,8 @@ type job struct {
 	mu        sync.Mutex
 	// running: counted in Dispatcher.delivering (touched by the job's own goroutine only).
 	running bool
+	// elapsed: the transport call's duration, observed with the kernel's verdict on an ack.
+	elapsed time.Duration
 }
 
 func (j *job) leaseDeadline() time.Time { j.mu.Lock(); defer j.mu.Unlock(); return j.leaseEnds }
@@ -392,28 +416,28 @@ func (d *Dispatcher) handle(r pgcall.ClaimedDelivery, claimedAt time.Time) {
 		j.log.Warn("delivery aborted by shutdown; left to lease expiry")
 		return
 	}
-	labels := []string{r.Destination, r.EventType, r.EventSchemaVersion}
+	j.elapsed = elapsed
 	if err != nil {
+		// The only transport errors: no consumer answer at all (network failure or timeout, R-DP-4).
 		code := classifyTransportError(err)
 		d.m.TransportErrors.WithLabelValues(r.Destination, code).Inc()
-		d.m.DeliveryLatency.WithLabelValues(append(labels, "transport_error")...).Observe(elapsed.Seconds())
+		d.observe(j, "transport_error")
 		j.log.Info("transport failed; retrying", "error_code", code, "error", safeErr(err))
 		d.retry(j, code, "")
 		return
 	}
 	res = transport.Normalize(res)
-	d.m.DeliveryLatency.WithLabelValues(append(labels, res.Status.String())...).Observe(elapsed.Seconds())
 	switch res.Status {
 	case wire.Acknowledged:
+		// Observed by ack with the kernel's verdict (acknowledged | ack_rejected | ack_unrecorded).
 		failpoint.Inject(failpoint.AfterDeliver) // T-3, R-AK-8: receipt committed, ack not recorded
 		d.ack(j, res)
 	case wire.Retryable:
-		if res.Code == transport.CodeInvalidAck || res.Code == transport.CodeConsumerUnavailable {
-			d.m.TransportErrors.WithLabelValues(r.Destination, res.Code).Inc()
-		}
+		d.observe(j, "retryable")
 		d.retry(j, res.Code, res.Ref)
 	case wire.NonRetryable:
-		d.quarantine(j, res.Code)
+		d.observe(j, "non_retryable")
+		d.quarantineRef(j, res.Code, res.Ref)
 	}
 }
 
@@ -558,18 +582,23 @@ func (d *Dispatcher) ack(j *job, res wire.Result) {
 	}
 	switch {
 	case err == nil:
+		d.observe(j, "acknowledged")
 		failpoint.Inject(failpoint.AfterAck) // T-3: ack committed
 		d.m.Acks.WithLabelValues(j.r.Destination, j.r.EventType, j.r.EventSchemaVersion, outcome).Inc()
 		j.log.Debug("acknowledged", "publication", outcome)
 	case errors.Is(err, pgcall.ErrFencingRejected):
+		d.observe(j, "ack_unrecorded")
 		d.fenced(j, "ack")
 	case isDocumentRejection(err):
 		// The consumer answered something the kernel refuses (OB002, OB201, malformed JSON):
-		// never acknowledged; retried as invalid_ack.
-		d.m.TransportErrors.WithLabelValues(j.r.Destination, transport.CodeInvalidAck).Inc()
+		// never acknowledged; retried as invalid_ack. Not a transport error: the consumer
+		// answered; the kernel refused what it said.
+		d.observe(j, "ack_rejected")
+		d.m.AckRejections.WithLabelValues(j.r.Destination, pgcall.SQLState(err)).Inc()
 		j.log.Warn("ack rejected by the kernel; retrying as invalid_ack", "sqlstate", pgcall.SQLState(err))
 		d.retry(j, transport.CodeInvalidAck, "ack_rejected:"+pgcall.SQLState(err))
 	default:
+		d.observe(j, "ack_unrecorded")
 		j.log.Error("ack not recorded; left to lease expiry", "error", safeErr(err), "sqlstate", pgcall.SQLState(err))
 	}
 }
@@ -599,10 +628,24 @@ func (d *Dispatcher) retry(j *job, code, ref string) {
 	}
 }
 
-func (d *Dispatcher) quarantine(j *job, code string) {
-	_, err := record(d, j, d.out.quarantines, pgcall.QuarantineItem{Fence: j.fence, Reason: code, ErrorCode: code},
+// observe records the consumer call's duration under the outcome that counts (R-DP-4): for a
+// 200 answer the kernel's verdict on the ack, otherwise the answer's class.
+func (d *Dispatcher) observe(j *job, outcome string) {
+	d.m.DeliveryLatency.WithLabelValues(j.r.Destination, j.r.EventType, j.r.EventSchemaVersion, outcome).Observe(j.elapsed.Seconds())
+}
+
+func (d *Dispatcher) quarantine(j *job, code string) { d.quarantineRef(j, code, "") }
+
+// quarantineRef quarantines with reason = error_code = code and keeps the consumer's ref
+// (sanitized; dropped whole when it breaks the ref rule) on the finish (R-AK-6, R-AK-7).
+func (d *Dispatcher) quarantineRef(j *job, code, ref string) {
+	var refp *string
+	if ref = transport.SanitizeRef(ref); ref != "" {
+		refp = &ref
+	}
+	_, err := record(d, j, d.out.quarantines, pgcall.QuarantineItem{Fence: j.fence, Reason: code, ErrorCode: code, ErrorRef: refp},
 		func(ctx context.Context) (string, error) {
-			return "quarantined", pgcall.QuarantineDelivery(ctx, d.pool, j.fence, code, code)
+			return "quarantined", pgcall.QuarantineDelivery(ctx, d.pool, j.fence, code, code, refp)
 		})
 	switch {
 	case err == nil:

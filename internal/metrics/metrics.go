@@ -24,15 +24,17 @@ const ns = "pgoutbox"
 type Metrics struct {
 	Registry *prometheus.Registry
 
+	ClaimCalls        *prometheus.CounterVec   // trigger: notify|poll|more
 	Claims            *prometheus.CounterVec   // destination, event_type, schema_version
 	Acks              *prometheus.CounterVec   // destination, event_type, schema_version, outcome (complete|not_complete)
 	Retries           *prometheus.CounterVec   // destination, event_type, schema_version, error_code, outcome (pending|quarantined)
 	Quarantines       *prometheus.CounterVec   // destination, event_type, schema_version, error_code
 	FencingRejections *prometheus.CounterVec   // destination, outcome (renew|ack|retry|quarantine)
 	LeaseExpiries     prometheus.Counter       // attempts closed lease_expired_unknown by this process's recovery
-	TransportErrors   *prometheus.CounterVec   // destination, error_code
+	TransportErrors   *prometheus.CounterVec   // destination, error_code (transport_error|consumer_timeout): no answer at all
+	AckRejections     *prometheus.CounterVec   // destination, sqlstate: 200 answers whose ack/receipt the kernel refused
 	DatabaseErrors    *prometheus.CounterVec   // outcome (the operation: claim|ack|retry|quarantine|renew|recover|listen|stats)
-	DeliveryLatency   *prometheus.HistogramVec // destination, event_type, schema_version, outcome
+	DeliveryLatency   *prometheus.HistogramVec // destination, event_type, schema_version, outcome (acknowledged|ack_rejected|ack_unrecorded|retryable|non_retryable|transport_error)
 	OutcomeBatchSize  *prometheus.HistogramVec // outcome (the call: ack|retry|quarantine); items per outcome call
 	InFlight          prometheus.Gauge
 	Pending           *prometheus.GaugeVec // destination
@@ -61,6 +63,8 @@ func New() *Metrics {
 	dl := []string{"destination", "event_type", "schema_version"}
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
+		ClaimCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "dispatcher", Name: "claim_calls_total",
+			Help: "claim_deliveries calls, by what triggered them: notify (a wake-up on channel outbox_delivery, coalesced to one claim per wake_coalesce), poll (poll_interval), more (the previous claim filled its batch)."}, []string{"trigger"}),
 		Claims: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "dispatcher", Name: "claims_total",
 			Help: "Deliveries claimed (one attempt start each)."}, dl),
 		Acks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "dispatcher", Name: "acks_total",
@@ -74,11 +78,13 @@ func New() *Metrics {
 		LeaseExpiries: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: "dispatcher", Name: "lease_expiries_total",
 			Help: "Attempts closed as lease_expired_unknown by recover_expired_leases in this process."}),
 		TransportErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "dispatcher", Name: "transport_errors_total",
-			Help: "Deliveries that ended without a usable consumer answer, by normalized code."}, []string{"destination", "error_code"}),
+			Help: "Consumer calls that got no answer at all (network failure: transport_error; no answer within the timeout: consumer_timeout). An answer the dispatcher or the kernel refuses is not counted here."}, []string{"destination", "error_code"}),
+		AckRejections: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "dispatcher", Name: "ack_rejections_total",
+			Help: "200 answers whose ack or receipt the kernel refused (OB002 ack rejected, OB201 not canonicalizable, 22xxx malformed), by SQLSTATE; each is retried as invalid_ack."}, []string{"destination", "sqlstate"}),
 		DatabaseErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "dispatcher", Name: "database_errors_total",
 			Help: "Database calls that failed (not fencing), by operation."}, []string{"outcome"}),
 		DeliveryLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: "dispatcher", Name: "delivery_duration_seconds",
-			Help:    "Transport call duration (consumer latency), by outcome class.",
+			Help:    "Consumer call duration (request sent to answer read), by the outcome that counts: acknowledged (the kernel accepted the ack), ack_rejected (a 200 answer the kernel refused), ack_unrecorded (fenced or database error while recording it), retryable, non_retryable (the consumer's answer class), transport_error (no answer).",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}, append(dl, "outcome")),
 		OutcomeBatchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: "dispatcher", Name: "outcome_batch_size",
 			Help:    "Outcomes recorded per kernel call (ack_deliveries/retry_deliveries/quarantine_deliveries, or a one-row call), by call (ack|retry|quarantine). _count is the number of calls, _sum the outcomes they carried (R-AK-9).",
@@ -98,8 +104,8 @@ func New() *Metrics {
 		BuildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: "dispatcher", Name: "build_info",
 			Help: "Always 1; the dispatcher's version and Go version."}, []string{"version", "go_version"}),
 	}
-	m.Registry.MustRegister(m.Claims, m.Acks, m.Retries, m.Quarantines, m.FencingRejections, m.LeaseExpiries,
-		m.TransportErrors, m.DatabaseErrors, m.DeliveryLatency, m.OutcomeBatchSize, m.InFlight, m.Pending, m.Leased,
+	m.Registry.MustRegister(m.ClaimCalls, m.Claims, m.Acks, m.Retries, m.Quarantines, m.FencingRejections, m.LeaseExpiries,
+		m.TransportErrors, m.AckRejections, m.DatabaseErrors, m.DeliveryLatency, m.OutcomeBatchSize, m.InFlight, m.Pending, m.Leased,
 		m.OldestPendingAge, m.OldestGapAge, m.StatsUp, m.BuildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.BuildInfo.WithLabelValues(version(), runtime.Version()).Set(1)

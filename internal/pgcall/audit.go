@@ -4,7 +4,7 @@ import "context"
 
 // KernelRoles are the roles of SPEC R-SEC-1, in the order the audit prints them.
 var KernelRoles = []string{"outbox_owner", "outbox_registrar", "outbox_producer", "outbox_dispatcher",
-	"outbox_consumer", "outbox_auditor", "outbox_mailbox"}
+	"outbox_consumer", "outbox_auditor", "outbox_operator", "outbox_retention", "outbox_mailbox"}
 
 // GrantRow is one cell of the grant matrix: what a role may do with one object.
 type GrantRow struct {
@@ -109,4 +109,32 @@ func Triggers(ctx context.Context, db DBTX) ([]TriggerRow, error) {
 		out = append(out, r)
 	}
 	return out, interpretError("triggers", rows.Err())
+}
+
+// ConsumerBinding is one row of inbox.consumer_roles: the role whose members may act as a
+// consumer name in the inbox functions (SPEC R-SEC-5).
+type ConsumerBinding struct {
+	ConsumerName string
+	Role         string
+	BoundBy      string
+}
+
+const consumerBindingsSQL = `SELECT consumer_name, role_name::text, bound_by::text FROM inbox.consumer_roles ORDER BY consumer_name`
+
+// ConsumerBindings lists inbox.consumer_roles. Caller role: outbox_auditor.
+func ConsumerBindings(ctx context.Context, db DBTX) ([]ConsumerBinding, error) {
+	rows, err := db.Query(ctx, consumerBindingsSQL)
+	if err != nil {
+		return nil, interpretError("consumer bindings", err)
+	}
+	defer rows.Close()
+	var out []ConsumerBinding
+	for rows.Next() {
+		var b ConsumerBinding
+		if err := rows.Scan(&b.ConsumerName, &b.Role, &b.BoundBy); err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, interpretError("consumer bindings", rows.Err())
 }

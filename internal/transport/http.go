@@ -24,6 +24,8 @@ type HTTPOptions struct {
 	MaxResponseBytes int
 	// Client overrides the HTTP client (tests); redirects are never followed either way.
 	Client *http.Client
+	// Now is the signature clock (default time.Now; tests).
+	Now func() time.Time
 }
 
 // HTTP posts the canonical envelope to a consumer URL and maps the answer (docs/transport-http.md).
@@ -70,7 +72,8 @@ func (h *HTTP) Deliver(ctx context.Context, d wire.Delivery) (wire.Result, error
 	hd.Set("Accept", "application/json")
 	switch h.opts.Auth {
 	case config.AuthHMAC:
-		hd.Set(wire.HeaderSignature, wire.Sign(h.opts.Secret.Bytes(), d.Envelope))
+		// v1: timestamp + every delivery header + body digest (docs/transport-http.md, R-SEC-5).
+		hd.Set(wire.HeaderSignature, wire.SignRequest(h.opts.Secret.Bytes(), h.now().Unix(), hd, d.Envelope))
 	case config.AuthBearer:
 		hd.Set("Authorization", "Bearer "+string(h.opts.Secret.Bytes()))
 	}
@@ -146,6 +149,13 @@ func isObject(b json.RawMessage) bool {
 	}
 	var m map[string]json.RawMessage
 	return json.Unmarshal(b, &m) == nil
+}
+
+func (h *HTTP) now() time.Time {
+	if h.opts.Now != nil {
+		return h.opts.Now()
+	}
+	return time.Now()
 }
 
 // Close releases idle connections.

@@ -44,7 +44,8 @@ func TestHTTPRequestHeadersAndHMAC(t *testing.T) {
 		_, _ = w.Write([]byte(`{"ack":{"a":1},"receipt":{"r":2}}`))
 	}))
 	defer srv.Close()
-	h, err := NewHTTP(HTTPOptions{URL: srv.URL, Timeout: 2 * time.Second, Auth: config.AuthHMAC, Secret: config.NewSecret(secret)})
+	h, err := NewHTTP(HTTPOptions{URL: srv.URL, Timeout: 2 * time.Second, Auth: config.AuthHMAC, Secret: config.NewSecret(secret),
+		Now: func() time.Time { return time.Unix(1764600000, 0) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestHTTPRequestHeadersAndHMAC(t *testing.T) {
 		wire.HeaderDestination: d.Destination, wire.HeaderConsumer: d.ConsumerName, wire.HeaderEventID: d.EventID,
 		wire.HeaderAttemptID: d.AttemptID, wire.HeaderAttemptNumber: "3", wire.HeaderEnvelopeSHA256: d.EnvelopeSHA256,
 		wire.HeaderReceiptType: d.ExpectedReceiptType, wire.HeaderReceiptSchema: "1",
-		wire.HeaderProjection: "operations_timeline@1", wire.HeaderSignature: wire.Sign(secret, body),
+		wire.HeaderProjection: "operations_timeline@1", wire.HeaderSignature: wire.SignRequest(secret, 1764600000, got.Header, body),
 		"Content-Type": "application/json",
 	}
 	for k, v := range want {
@@ -73,8 +74,12 @@ func TestHTTPRequestHeadersAndHMAC(t *testing.T) {
 	if got.Header.Get("Authorization") != "" {
 		t.Error("hmac auth must not send Authorization")
 	}
-	if !strings.HasPrefix(got.Header.Get(wire.HeaderSignature), "sha256=") || len(got.Header.Get(wire.HeaderSignature)) != 7+64 {
-		t.Errorf("signature format %q", got.Header.Get(wire.HeaderSignature))
+	// R-SEC-5, R-DP-2: the v1 signature covers time, delivery headers and body digest.
+	if g := got.Header.Get(wire.HeaderSignature); !strings.HasPrefix(g, "t=1764600000,v1=") || len(g) != len("t=1764600000,v1=")+64 {
+		t.Errorf("signature format %q", g)
+	}
+	if ts, ok := wire.VerifyRequest(secret, got.Header, body); !ok || ts != 1764600000 {
+		t.Errorf("signature does not verify (%d %v)", ts, ok)
 	}
 }
 

@@ -153,7 +153,7 @@ BEGIN
     WHERE r.event_type = v_env ->> 'eventType' AND r.event_schema_version = v_env ->> 'eventSchemaVersion'
       AND NOT (CASE WHEN r.required_field = 'projectId' THEN v_tenant ? 'projectId' ELSE v_env ? r.required_field END);
     IF v_key IS NOT NULL THEN
-        PERFORM outbox._envelope_fail(p_label || format('%s@%s requires %s', v_env ->> 'eventType', v_env ->> 'eventSchemaVersion', v_key));
+        PERFORM outbox._envelope_fail(p_label || format('%s (schema %s) requires %s', v_env ->> 'eventType', v_env ->> 'eventSchemaVersion', v_key));
     END IF;
 
     -- Digest (R-AP-3, D-2).

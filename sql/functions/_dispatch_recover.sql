@@ -5,7 +5,8 @@
 --   outcome=lease_expired_unknown / retry_disposition=reclaimable to the open attempt (only if it
 --   has none: ON CONFLICT on the finishes' primary key), and move the delivery back to pending
 --   with available_at = p_now and the lease columns cleared. A delivery whose lease expired on
---   its last allowed attempt (attempt_count >= the destination's max_attempts) is quarantined
+--   its last allowed attempt (attempts since its last recovery, attempt_count -
+--   recovery_attempt_base (R-AK-10), >= the destination's max_attempts) is quarantined
 --   instead (reason retry_exhausted, finish lease_expired_unknown/quarantined): a delivery that
 --   kills or stalls its dispatcher every time ends visibly in quarantine, never reclaimed
 --   forever (SPEC R-AK-5). Returns how many attempts it closed.
@@ -35,7 +36,7 @@ BEGIN
          WHERE d.status = 'leased'
            AND d.lease_expires_at <= p_now
            AND (p_destinations IS NULL OR d.destination = ANY (p_destinations))
-           AND d.attempt_count >= p.max_attempts
+           AND d.attempt_count - d.recovery_attempt_base >= p.max_attempts
          ORDER BY d.lease_expires_at
          LIMIT p_max_rows
            FOR UPDATE OF d SKIP LOCKED

@@ -64,6 +64,20 @@ BEGIN
     END IF;
     v_json := p_text::json;
 
+    -- R-SEC-5: member names are bounded (1024 characters, outbox._jcs_value). Only a text with a
+    -- run of 255 characters without a quote (the longest repetition a PostgreSQL regular
+    -- expression allows) can hold a longer name; then every member name is measured (a match may also be a run of structure before a string that starts with a colon,
+    -- so a long one only sends the text to the full canonicalizer, which decides exactly).
+    IF p_text ~ '[^"]{255}'
+       AND EXISTS (SELECT 1
+                     FROM pg_catalog.regexp_matches(p_text, '"((?:[^"\\]|\\.)*)":', 'g') AS m(g)
+                    WHERE pg_catalog.length(pg_catalog.regexp_replace(m.g[1], '\\(u....|.)', 'x', 'g')) > 1024) THEN
+        IF outbox.jcs_canonicalize(v_json) IS DISTINCT FROM p_text THEN
+            RETURN 'not the RFC 8785 canonical form of its document';
+        END IF;
+        RETURN NULL;
+    END IF;
+
     IF p_text !~ c_comparable THEN
         IF p_text !~ c_tokens THEN
             RETURN 'not RFC 8785 canonical: insignificant whitespace, a non-canonical number or string escape, or a number that is not an integer with |n| <= 2^53-1';
@@ -139,7 +153,7 @@ BEGIN
     RETURN NULL;
 EXCEPTION
     WHEN SQLSTATE 'OB201' THEN
-        RETURN 'not canonicalizable under jcs-sha256-v1 (duplicate member name, a number that is not an integer with |n| <= 2^53-1, \u0000 or an unpaired surrogate, or nesting deeper than 64)';
+        RETURN 'not canonicalizable under jcs-sha256-v1 (duplicate member name, a number that is not an integer with |n| <= 2^53-1, \u0000 or an unpaired surrogate, nesting deeper than 64, a member name longer than 1024 characters, or a document larger than max_payload_bytes)';
     WHEN invalid_text_representation OR statement_too_complex OR program_limit_exceeded THEN
         RETURN 'not JSON';
 END

@@ -22,6 +22,7 @@ DECLARE
     v_count    bigint;
     v_distinct bigint;
     v_dup      text;
+    v_longest  integer;
 BEGIN
     IF v_type = 'object' OR v_type = 'array' THEN
         IF p_depth > 64 THEN
@@ -33,6 +34,7 @@ BEGIN
     IF v_type = 'object' THEN
         SELECT pg_catalog.count(*),
                pg_catalog.count(DISTINCT e.key COLLATE "C"),
+               pg_catalog.max(pg_catalog.length(e.key)),
                pg_catalog.string_agg(
                    pg_catalog.to_json(e.key)::text || ':' ||
                    CASE pg_catalog.json_typeof(e.value)
@@ -49,8 +51,12 @@ BEGIN
                    ORDER BY CASE WHEN e.key ~ '[\uE000-\uFFFF]'
                                  THEN outbox._jcs_sort_key(e.key)
                                  ELSE pg_catalog.convert_to(e.key, 'UTF8') END)
-          INTO v_count, v_distinct, v_text
+          INTO v_count, v_distinct, v_longest, v_text
           FROM pg_catalog.json_each(p_value) AS e;
+        IF v_longest > 1024 THEN
+            RAISE EXCEPTION 'jcs: member name longer than 1024 characters'
+                USING ERRCODE = 'OB201', DETAIL = pg_catalog.format('a member name has %s characters; jcs-sha256-v1 documents allow at most 1024 (R-SEC-5)', v_longest);
+        END IF;
         IF v_count <> v_distinct THEN
             SELECT d.k INTO v_dup
               FROM (SELECT e.key COLLATE "C" AS k FROM pg_catalog.json_each(p_value) AS e) AS d

@@ -6,15 +6,19 @@
 --   the last allowed attempt): in one statement append the finish of the current attempt
 --   (outcome p_outcome, disposition quarantined), set the delivery terminal quarantined with the
 --   lease cleared, and insert the quarantine row with the event digest. Arrays are parallel.
---   Returns the number of deliveries quarantined.
+--   Returns the number of deliveries quarantined. Then releases the parked successors of
+--   per_aggregate chains (outbox._release_successors).
 -- Caller: the dispatch functions (running as outbox_owner); granted to nobody.
 CREATE FUNCTION outbox._quarantine_write(p_destinations text[], p_event_ids uuid[], p_attempt_ids uuid[],
                                          p_outcome text, p_reasons text[], p_error_codes text[],
                                          p_error_refs text[], p_now timestamptz)
 RETURNS integer
-LANGUAGE sql
+LANGUAGE plpgsql
 VOLATILE
 AS $fn$
+DECLARE
+    v_count integer;
+BEGIN
     WITH q AS (
         SELECT u.destination, u.event_id, u.attempt_id, u.reason, u.error_code, u.error_ref
           FROM unnest(p_destinations, p_event_ids, p_attempt_ids, p_reasons, p_error_codes, p_error_refs)
@@ -47,7 +51,11 @@ AS $fn$
           JOIN outbox.outbox_events AS e ON e.event_id = q.event_id
         RETURNING event_id
     )
-    SELECT pg_catalog.count(*)::integer FROM moved
+    SELECT pg_catalog.count(*)::integer INTO v_count FROM moved;
+    -- a quarantined head no longer holds its aggregate's chain (R-CL-6, R-CL-7)
+    PERFORM outbox._release_successors(p_destinations, p_event_ids, p_now);
+    RETURN v_count;
+END
 $fn$;
 
 COMMENT ON FUNCTION outbox._quarantine_write(text[], uuid[], uuid[], text, text[], text[], text[], timestamptz) IS

@@ -42,6 +42,8 @@ DECLARE
     v_state     text[];
     v_detail    text[];
     v_events    uuid[];
+    v_acked_dest  text[];
+    v_acked_event uuid[];
     v_published uuid[];
 BEGIN
     SELECT pg_catalog.array_agg(b.ord ORDER BY b.ord), pg_catalog.array_agg(b.destination ORDER BY b.ord),
@@ -133,9 +135,15 @@ BEGIN
           JOIN outbox.receipt_kinds AS rk ON rk.receipt_kind = dd.receipt_kind
          WHERE d.destination = ok.dest AND d.event_id = ok.ev
            AND d.status = 'leased' AND d.current_attempt_id = ok.att AND d.lease_token = ok.tok
-        RETURNING d.event_id
+        RETURNING d.event_id, d.destination
     )
-    SELECT pg_catalog.array_agg(DISTINCT acked.event_id) INTO v_events FROM acked;
+    SELECT pg_catalog.array_agg(DISTINCT acked.event_id), pg_catalog.array_agg(acked.destination),
+           pg_catalog.array_agg(acked.event_id)
+      INTO v_events, v_acked_dest, v_acked_event
+      FROM acked;
+
+    -- 3b. an acknowledged head no longer holds its aggregate's chain (R-CL-6, R-CL-7)
+    PERFORM outbox._release_successors(v_acked_dest, v_acked_event, v_now);
 
     -- 4. publication, once per event (R-AK-4)
     v_published := outbox._publish_events(v_events, v_now);

@@ -4,8 +4,10 @@
 --   this database (R-DS-5); the previously active version becomes 'retired' (it may be selected
 --   again later: activation only ever selects a registered definition, never defines one).
 --   Events appended afterwards freeze the new quartet; history is never reinterpreted (R-DS-6).
--- Locking: an exclusive transaction advisory lock serializes activations; the unique partial
---   index delivery_set_versions_one_active guarantees one active row.
+-- Locking: SHARE ROW EXCLUSIVE on outbox.delivery_set_versions (self-conflicting: activations
+--   and registrations serialize; readers such as append_event are not blocked) - a lock no role
+--   outside the kernel can take, unlike an advisory key (R-SEC-5); the unique partial index
+--   delivery_set_versions_one_active guarantees one active row.
 -- Raises: OB101 when no registered definition has exactly that quartet.
 -- Caller: outbox_registrar.
 CREATE FUNCTION outbox.activate_delivery_set(
@@ -20,7 +22,7 @@ AS $fn$
 DECLARE
     v_status text;
 BEGIN
-    PERFORM pg_advisory_xact_lock(hashtext('pgoutbox.activate_delivery_set'));
+    LOCK TABLE outbox.delivery_set_versions IN SHARE ROW EXCLUSIVE MODE;
     SELECT status INTO v_status
     FROM outbox.delivery_set_versions
     WHERE delivery_set_version = p_delivery_set_version

@@ -8,7 +8,8 @@
 --   element in input order: an ACTIVE delivery-set definition exists and the pair is applicable
 --   under it (R-AP-1); its quartet is frozen on the event (R-AP-2); an eventId that already
 --   exists with the same digest is an idempotent re-append (nothing is written, its row comes
---   back), with another digest OB105; the same eventId twice in one call with different digests
+--   back), with another digest OB105; an eventId that was archived (outbox.archived_events,
+--   SPEC R-RT-1) is OB105 whatever its digest (one primary-key probe per element); the same eventId twice in one call with different digests
 --   is OB105 (with the same digest it is appended once); a new event's pair has at least one
 --   mandatory member. Set-based: one INSERT … SELECT for the events and one for their pending
 --   deliveries (one per mandatory member, R-AP-4); channel outbox_delivery is notified once per
@@ -22,11 +23,14 @@
 -- Raises (any invalid element fails the whole call; the caller's transaction decides):
 --   OB103 no active definition / pair not applicable / no mandatory member; OB105 envelope
 --   invalid (missing/unknown field, wrong type, refinement, size, caller digest differs, eventId
---   reused with other content); OB201 not canonicalizable (also a canonical text that is not
+--   reused with other content, eventId archived); OB201 not canonicalizable (also a canonical text that is not
 --   exactly the canonical form of an acceptable document). The first element (input order) that
 --   breaks an envelope or digest rule raises, then the first that breaks a definition rule.
--- Locking: row locks of the inserted events/deliveries only; a concurrent append of the same
---   new eventId waits for this transaction and then fails on the primary key.
+-- Locking: row locks of the inserted events/deliveries; a concurrent append of the same new
+--   eventId waits for this transaction and then fails on the primary key. For a per_aggregate
+--   destination, the open head of each aggregate chain it appends behind is held FOR SHARE (in
+--   destination, event_id order) until commit: new revisions behind it are parked (available_at
+--   'infinity', R-CL-6) and released by outbox._release_successors when the head ends.
 -- Caller: outbox_producer.
 CREATE FUNCTION outbox.append_events(
     p_events json,
@@ -79,6 +83,8 @@ BEGIN
         SELECT v.*, a.delivery_set_version, a.definition_schema_version, a.digest_algorithm_version,
                a.definition_digest,
                (SELECT x.event_envelope_sha256 FROM outbox.outbox_events x WHERE x.event_id = v.event_id) AS existing_sha256,
+               -- R-RT-1: one primary-key probe of the archive per element
+               EXISTS (SELECT 1 FROM outbox.archived_events x WHERE x.event_id = v.event_id) AS archived,
                (SELECT pg_catalog.count(*) FROM outbox.delivery_set_members m
                  WHERE m.delivery_set_version = a.delivery_set_version AND m.event_type = v.event_type
                    AND m.event_schema_version = v.schema_version AND m.mandatory)::integer AS members,
@@ -103,6 +109,9 @@ BEGIN
                       outbox._append_fail('OB103', 'event pair not applicable under the active delivery set',
                           o.label || pg_catalog.format('(%s, %s) is not applicable in delivery set version %s',
                                             o.event_type, o.schema_version, o.delivery_set_version), NULL)
+                  WHEN o.archived THEN
+                      outbox._append_fail('OB105', 'envelope invalid',
+                          o.label || pg_catalog.format('eventId %s was archived by the retention procedure and can never be appended again', o.event_id), NULL)
                   WHEN o.existing_sha256 <> o.event_envelope_sha256 THEN
                       outbox._append_fail('OB105', 'envelope invalid',
                           o.label || pg_catalog.format('eventId %s already exists with a different envelope digest', o.event_id), NULL)
@@ -117,6 +126,47 @@ BEGIN
     ), fresh AS MATERIALIZED (
         -- new events, each once even when the call repeats it
         SELECT k.* FROM checked k WHERE k.existing_sha256 IS NULL AND k.ord = k.first_ord
+    ), chain AS MATERIALIZED (
+        -- per_aggregate destinations (R-CL-6, R-CL-7): a new delivery that waits behind an earlier
+        -- revision of its aggregate - open in the table, or earlier in this call - is parked at
+        -- available_at = 'infinity', outside the claim's index range, so blocked chains cost a
+        -- claim nothing; outbox._release_successors makes it claimable when the head ends.
+        SELECT f.event_id, m.destination, f.aggregate_id, f.aggregate_revision,
+               pg_catalog.row_number() OVER (PARTITION BY m.destination, f.aggregate_id
+                                             ORDER BY f.aggregate_revision, f.ord) AS in_call
+          FROM fresh f
+          JOIN outbox.delivery_set_members m
+            ON m.delivery_set_version = f.delivery_set_version AND m.event_type = f.event_type
+           AND m.event_schema_version = f.schema_version AND m.mandatory
+          JOIN outbox.delivery_destinations dd ON dd.destination = m.destination AND dd.ordering = 'per_aggregate'
+    ), heads AS MATERIALIZED (
+        -- the lowest open revision of each such chain
+        SELECT h.destination, h.event_id
+          FROM (SELECT DISTINCT c.destination, c.aggregate_id FROM chain c) AS k
+         CROSS JOIN LATERAL (
+                SELECT o.destination, o.event_id
+                  FROM outbox.outbox_deliveries o
+                 WHERE o.destination = k.destination AND o.aggregate_id = k.aggregate_id
+                   AND o.status IN ('pending', 'leased')
+                 ORDER BY o.aggregate_revision
+                 LIMIT 1) AS h
+    ), held AS MATERIALIZED (
+        -- held FOR SHARE until commit (in the key order outcome functions lock in): the head
+        -- cannot become terminal - and release its successors - before this transaction's parked
+        -- rows are visible; one that became terminal meanwhile drops out here (re-checked).
+        SELECT d.destination, d.aggregate_id, d.aggregate_revision
+          FROM outbox.outbox_deliveries d
+          JOIN heads ON d.destination = heads.destination AND d.event_id = heads.event_id
+         WHERE d.status IN ('pending', 'leased')
+         ORDER BY d.destination, d.event_id
+           FOR SHARE OF d
+    ), parked AS MATERIALIZED (
+        SELECT c.event_id, c.destination
+          FROM chain c
+         WHERE c.in_call > 1
+            OR EXISTS (SELECT 1 FROM held h
+                        WHERE h.destination = c.destination AND h.aggregate_id = c.aggregate_id
+                          AND h.aggregate_revision < c.aggregate_revision)
     ), inserted_events AS (
         INSERT INTO outbox.outbox_events
             (event_id, event_type, schema_version, delivery_set_version, delivery_set_definition_schema_version,
@@ -136,10 +186,12 @@ BEGIN
         INSERT INTO outbox.outbox_deliveries
             (destination, event_id, delivery_set_version, consumer_name, expected_receipt_type,
              expected_receipt_schema_version, required_projection_name, required_projection_version,
-             mandatory, aggregate_id, aggregate_revision)
+             mandatory, aggregate_id, aggregate_revision, available_at)
         SELECT m.destination, f.event_id, m.delivery_set_version, m.consumer_name, m.expected_receipt_type,
                m.expected_receipt_schema_version, m.projection_name, m.projection_version,
-               true, f.aggregate_id, f.aggregate_revision
+               true, f.aggregate_id, f.aggregate_revision,
+               CASE WHEN EXISTS (SELECT 1 FROM parked p WHERE p.event_id = f.event_id AND p.destination = m.destination)
+                    THEN 'infinity'::timestamptz ELSE pg_catalog.now() END
           FROM fresh f
           JOIN outbox.delivery_set_members m
             ON m.delivery_set_version = f.delivery_set_version AND m.event_type = f.event_type

@@ -7,7 +7,8 @@
 -- Purpose: lease up to p_batch_size claimable deliveries of the given destinations to p_worker.
 --   1. A bounded recovery step (outbox._dispatch_recover, at most p_batch_size rows of these
 --      destinations) closes expired leases as lease_expired_unknown and makes them pending, so a
---      lone dispatcher recovers by itself (R-CL-2).
+--      lone dispatcher recovers by itself (R-CL-2); it runs only when a probe of the leased
+--      index finds an expired lease of these destinations.
 --   2. ONE statement: per destination, an index-ordered scan of the partial index
 --      outbox_deliveries_claimable (destination, available_at, created_at, event_id)
 --      WHERE status = 'pending' with FOR UPDATE SKIP LOCKED and LIMIT p_batch_size (a LATERAL
@@ -27,7 +28,10 @@
 --   Per-aggregate ordering (R-CL-7): for a destination with ordering = 'per_aggregate' a
 --   delivery is skipped while a delivery of the same destination and aggregate_id with a smaller
 --   aggregate_revision is pending or leased (index outbox_deliveries_open). For
---   ordering = 'none' (default) that check is not evaluated.
+--   ordering = 'none' (default) that check is not evaluated. Deliveries waiting behind an open
+--   earlier revision are parked at available_at = 'infinity' (append_events) until the head
+--   ends (outbox._release_successors), so blocked chains are outside the scanned range and the
+--   claim stays O(batch) whatever their length (R-CL-6).
 --   event_envelope_canonical is the canonical envelope text append_event verified or computed
 --   (D-2): a caller checks sha256(text) = event_envelope_sha256 and sends those bytes, without
 --   canonicalizing again (P-5). event_envelope is the same document as jsonb (rebuilt from the
@@ -114,8 +118,14 @@ BEGIN
     SELECT pg_catalog.array_agg(DISTINCT u.d ORDER BY u.d) INTO v_destinations
       FROM pg_catalog.unnest(p_destinations) AS u(d);
 
-    -- 1. bounded recovery of expired leases of these destinations (R-CL-2)
-    PERFORM outbox._dispatch_recover(v_destinations, p_batch_size, v_now);
+    -- 1. bounded recovery of expired leases of these destinations (R-CL-2), only when one
+    --    exists: one probe of the small leased index instead of the recovery statements on every
+    --    claim (R-SEC-5: a burst of wake-ups must not multiply the recovery work)
+    IF EXISTS (SELECT 1 FROM outbox.outbox_deliveries AS x
+                WHERE x.status = 'leased' AND x.lease_expires_at <= v_now
+                  AND x.destination = ANY (v_destinations)) THEN
+        PERFORM outbox._dispatch_recover(v_destinations, p_batch_size, v_now);
+    END IF;
 
     -- 2. claim (R-CL-1). Dynamic SQL on purpose: EXECUTE ... USING plans the statement for the
     -- actual arguments on every call (a one-shot custom plan), so the LIMIT is known to the
@@ -164,6 +174,11 @@ BEGIN
                last_attempt_at    = $2
          WHERE d.ctid = ANY (ARRAY(SELECT picked.row_ctid FROM picked))
            AND d.status = 'pending'
+           -- true of every picked row (locked, so unchanged); they also bound the scan when the
+           -- planner, misled by stale statistics, prefers the claimable index to a TID scan:
+           -- then it reads this destination's due rows, never the parked ones (R-CL-6)
+           AND d.destination = ANY ($1)
+           AND d.available_at <= $2
         RETURNING d.destination, d.event_id, d.consumer_name, d.current_attempt_id, d.lease_token,
                   d.lease_expires_at, d.attempt_count, d.expected_receipt_type,
                   d.expected_receipt_schema_version, d.required_projection_name,

@@ -7,7 +7,8 @@
 -- Locking: none; IMMUTABLE, PARALLEL UNSAFE (the EXCEPTION block of jcs_canonicalize starts a
 --   subtransaction, which no process may do during a parallel query; TestJCSInParallelQuery).
 -- SQLSTATEs: OB201 document not canonicalizable (duplicate name, non-integer or unsafe number,
---   \u0000, lone surrogate escape, nesting deeper than 64). Text that is not JSON at all fails
+--   \u0000, lone surrogate escape, nesting deeper than 64, a member name longer than 1024
+--   characters, a document larger than kernel_settings max_payload_bytes: R-SEC-5). Text that is not JSON at all fails
 --   with 22P02 in the json cast before this function runs.
 -- Security: SECURITY DEFINER (owned by outbox_owner) only so that the caller can run the private,
 --   ungranted helpers outbox._jcs_*; it touches no table.
@@ -19,7 +20,17 @@ IMMUTABLE STRICT PARALLEL UNSAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
+DECLARE
+    v_max bigint;
 BEGIN
+    -- R-SEC-5: bounded input, like append_event (kernel_settings max_payload_bytes, 1 MiB default)
+    SELECT k.value INTO v_max FROM outbox.kernel_settings AS k WHERE k.name = 'max_payload_bytes';
+    IF pg_catalog.octet_length(p_doc::text) > coalesce(v_max, 1048576) THEN
+        RAISE EXCEPTION 'jcs: document larger than max_payload_bytes'
+            USING ERRCODE = 'OB201',
+                  DETAIL = pg_catalog.format('%s bytes; jcs-sha256-v1 documents are at most %s bytes (outbox.kernel_settings max_payload_bytes)',
+                                             pg_catalog.octet_length(p_doc::text), coalesce(v_max, 1048576));
+    END IF;
     RETURN outbox._jcs_value(p_doc, 1);
 EXCEPTION
     WHEN untranslatable_character OR invalid_text_representation OR character_not_in_repertoire THEN

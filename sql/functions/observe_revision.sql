@@ -9,10 +9,12 @@
 --               revision, first/last seen, count) is inserted or updated; progress unchanged,
 --               nothing else written. The consumer commits that alone and answers retryable
 --               awaiting_revision, writing no receipt (R-CO-3).
--- Locking: the progress row FOR UPDATE; while an aggregate has no progress row yet, a
---   transaction-level advisory lock on the key stands in for it. Observations of one aggregate
---   therefore serialise until the observing transaction ends. READ COMMITTED is assumed.
--- SQLSTATEs: OB105 empty aggregate id or revision <= 0; 22023 invalid consumer/projection key.
+-- Locking: the progress row FOR UPDATE, created first when the aggregate has none (last_revision
+--   0 = nothing applied yet; revision 1 creates it applied). Observations of one aggregate
+--   therefore serialise until the observing transaction ends, on a row no other role can lock
+--   (R-SEC-5: no advisory key). READ COMMITTED is assumed.
+-- SQLSTATEs: 42501 the calling role is not bound to consumer_name (inbox.consumer_roles, R-SEC-5);
+--   OB105 empty aggregate id or revision <= 0; 22023 invalid consumer/projection key.
 -- Caller: outbox_consumer, SECURITY DEFINER: it has no table grants.
 CREATE FUNCTION inbox.observe_revision(p_consumer_name text, p_projection_name text, p_projection_version integer,
                                        p_aggregate_id text, p_aggregate_revision bigint)
@@ -26,50 +28,54 @@ DECLARE
     v_projection_name    text := coalesce(p_projection_name, '');
     v_projection_version integer := coalesce(p_projection_version, 0);
     v_last               bigint;
-    v_has_row            boolean := true;
 BEGIN
     PERFORM inbox._inbox_check_key(p_consumer_name, v_projection_name, v_projection_version);
+    PERFORM inbox._inbox_check_caller(p_consumer_name);  -- R-SEC-5: only the bound role
     IF p_aggregate_id IS NULL OR p_aggregate_id = '' OR p_aggregate_revision IS NULL OR p_aggregate_revision <= 0 THEN
         RAISE EXCEPTION 'envelope invalid: aggregate id and revision'
             USING ERRCODE = 'OB105', DETAIL = 'aggregateId must be non-empty and aggregateRevision > 0';
     END IF;
 
-    SELECT p.last_revision INTO v_last
+    -- Serialise observations of one aggregate on its progress row (R-SEC-5: a row lock, never an
+    -- advisory key another role could take). The first observation of an aggregate creates the
+    -- row: revision 1 creates it applied (last_revision 1, done); any other revision creates it
+    -- with last_revision 0 ("nothing applied yet") and locks it. A concurrent first observation
+    -- waits on the primary key until this transaction ends, then finds the row.
+    IF p_aggregate_revision = 1 THEN
+        INSERT INTO inbox.inbox_revision_progress
+               (consumer_name, projection_name, projection_version, aggregate_id, last_revision)
+        VALUES (p_consumer_name, v_projection_name, v_projection_version, p_aggregate_id, 1)
+        ON CONFLICT DO NOTHING;
+        IF FOUND THEN
+            UPDATE inbox.inbox_revision_gaps g
+               SET closed_at = pg_catalog.now(), closed_by_revision = 1
+             WHERE g.consumer_name = p_consumer_name AND g.projection_name = v_projection_name
+               AND g.projection_version = v_projection_version AND g.aggregate_id = p_aggregate_id
+               AND g.closed_at IS NULL AND g.expected_revision <= 1;
+            RETURN 'apply';
+        END IF;
+    ELSE
+        INSERT INTO inbox.inbox_revision_progress
+               (consumer_name, projection_name, projection_version, aggregate_id, last_revision)
+        VALUES (p_consumer_name, v_projection_name, v_projection_version, p_aggregate_id, 0)
+        ON CONFLICT DO NOTHING;
+    END IF;
+    -- A new statement: sees the row committed by a transaction we waited for.
+    SELECT p.last_revision INTO STRICT v_last
       FROM inbox.inbox_revision_progress p
      WHERE p.consumer_name = p_consumer_name AND p.projection_name = v_projection_name
        AND p.projection_version = v_projection_version AND p.aggregate_id = p_aggregate_id
        FOR UPDATE;
-    IF NOT FOUND THEN
-        PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended(
-            pg_catalog.concat_ws(pg_catalog.chr(31), 'inbox.observe_revision', p_consumer_name,
-                                 v_projection_name, v_projection_version::text, p_aggregate_id), 0));
-        -- A new statement: sees a progress row committed while we waited.
-        SELECT p.last_revision INTO v_last
-          FROM inbox.inbox_revision_progress p
-         WHERE p.consumer_name = p_consumer_name AND p.projection_name = v_projection_name
-           AND p.projection_version = v_projection_version AND p.aggregate_id = p_aggregate_id
-           FOR UPDATE;
-        IF NOT FOUND THEN
-            v_last := 0;
-            v_has_row := false;
-        END IF;
-    END IF;
 
     IF p_aggregate_revision <= v_last THEN
         RETURN 'duplicate';
     END IF;
 
     IF p_aggregate_revision = v_last + 1 THEN
-        IF v_has_row THEN
-            UPDATE inbox.inbox_revision_progress p
-               SET last_revision = p_aggregate_revision, updated_at = pg_catalog.now()
-             WHERE p.consumer_name = p_consumer_name AND p.projection_name = v_projection_name
-               AND p.projection_version = v_projection_version AND p.aggregate_id = p_aggregate_id;
-        ELSE
-            INSERT INTO inbox.inbox_revision_progress
-                   (consumer_name, projection_name, projection_version, aggregate_id, last_revision)
-            VALUES (p_consumer_name, v_projection_name, v_projection_version, p_aggregate_id, p_aggregate_revision);
-        END IF;
+        UPDATE inbox.inbox_revision_progress p
+           SET last_revision = p_aggregate_revision, updated_at = pg_catalog.now()
+         WHERE p.consumer_name = p_consumer_name AND p.projection_name = v_projection_name
+           AND p.projection_version = v_projection_version AND p.aggregate_id = p_aggregate_id;
         UPDATE inbox.inbox_revision_gaps g
            SET closed_at = pg_catalog.now(), closed_by_revision = p_aggregate_revision
          WHERE g.consumer_name = p_consumer_name AND g.projection_name = v_projection_name

@@ -7,7 +7,8 @@
 --   (the consumer kit computes it from the bytes it received); inbox.record_receipt, which
 --   writes, computes its own.
 -- Locking: none (a plain read; READ COMMITTED callers see receipts committed before the call).
--- SQLSTATEs: OB301 a receipt for this event id exists with a different envelope digest;
+-- SQLSTATEs: 42501 the calling role is not bound to consumer_name (inbox.consumer_roles, R-SEC-5);
+--   OB301 a receipt for this event id exists with a different envelope digest;
 --   22023 invalid consumer/projection key or digest.
 -- Caller: outbox_consumer, SECURITY DEFINER: it has no table grants.
 CREATE FUNCTION inbox.read_receipt(p_consumer_name text, p_projection_name text, p_projection_version integer,
@@ -25,6 +26,7 @@ DECLARE
     v_doc                text;
 BEGIN
     PERFORM inbox._inbox_check_key(p_consumer_name, v_projection_name, v_projection_version);
+    PERFORM inbox._inbox_check_caller(p_consumer_name);  -- R-SEC-5: only the bound role
     IF p_event_id IS NULL OR p_event_envelope_sha256 IS NULL OR p_event_envelope_sha256 !~ '^[0-9a-f]{64}$' THEN
         RAISE EXCEPTION 'inbox: event id and a 64 hex digit envelope digest are required' USING ERRCODE = '22023';
     END IF;

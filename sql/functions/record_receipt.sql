@@ -55,7 +55,8 @@
 -- Locking: the primary key (and the (consumer_name, receipt_ref) key) serialise concurrent
 --   inserts of the same receipt: INSERT .. ON CONFLICT DO NOTHING waits for the other
 --   transaction, then compares against the committed row (READ COMMITTED).
--- SQLSTATEs: OB301 same event id with a different envelope digest (receipt conflict);
+-- SQLSTATEs: 42501 the calling role is not bound to consumer_name (inbox.consumer_roles, R-SEC-5);
+--   OB301 same event id with a different envelope digest (receipt conflict);
 --   OB002 receipt document invalid, not closed or inconsistent with the call/envelope/registry,
 --   a digest candidate that is not the receipt's, or a ref that already names another receipt;
 --   OB105 envelope lacks a usable eventId/eventType/eventSchemaVersion/aggregateId/
@@ -96,11 +97,22 @@ DECLARE
     v_existing           inbox.inbox_receipts;
 BEGIN
     PERFORM inbox._inbox_check_key(p_consumer_name, v_projection_name, v_projection_version);
+    PERFORM inbox._inbox_check_caller(p_consumer_name);  -- R-SEC-5: only the bound role
 
     -- The envelope digest (D-2): sha256 of the bytes when they are canonical, else canonicalized
     -- here (OB201 if not canonicalizable). Either way jcs-sha256-v1 of the envelope.
     IF p_event_envelope IS NULL OR pg_catalog.json_typeof(p_event_envelope) <> 'object' THEN
         RAISE EXCEPTION 'envelope invalid: not a JSON object' USING ERRCODE = 'OB105';
+    END IF;
+    -- R-SEC-5: bounded inputs (an envelope the kernel appended is at most max_payload_bytes plus
+    -- the generated eventId/occurredAt; a receipt is a small closed document).
+    IF pg_catalog.octet_length(p_event_envelope::text)
+       > coalesce((SELECT k.value FROM outbox.kernel_settings AS k WHERE k.name = 'max_payload_bytes'), 1048576) + 1024 THEN
+        RAISE EXCEPTION 'envelope invalid: larger than max_payload_bytes'
+            USING ERRCODE = 'OB105', DETAIL = 'the envelope is larger than any event append_event accepts (outbox.kernel_settings max_payload_bytes)';
+    END IF;
+    IF p_receipt IS NOT NULL AND pg_catalog.octet_length(p_receipt::text) > 65536 THEN
+        RAISE EXCEPTION 'receipt rejected: larger than 65536 bytes' USING ERRCODE = 'OB002';
     END IF;
     IF outbox._jcs_text_problem(p_event_envelope::text) IS NULL THEN
         v_env_sha := outbox._sha256_hex(p_event_envelope::text);
@@ -240,9 +252,9 @@ BEGIN
     -- Ref: the consumer's (checked here), or the deterministic default (assigned below).
     IF v_doc ? (v_p || 'Ref') THEN
         IF pg_catalog.jsonb_typeof(v_doc -> (v_p || 'Ref')) IS DISTINCT FROM 'string'
-           OR (v_doc ->> (v_p || 'Ref')) = '' OR pg_catalog.length(v_doc ->> (v_p || 'Ref')) > 200 THEN
+           OR (v_doc ->> (v_p || 'Ref')) = '' OR pg_catalog.length(v_doc ->> (v_p || 'Ref')) > 500 THEN
             RAISE EXCEPTION 'receipt rejected: %Ref', v_p
-                USING ERRCODE = 'OB002', DETAIL = 'a non-empty string of at most 200 characters';
+                USING ERRCODE = 'OB002', DETAIL = 'a non-empty string of at most 500 characters (the ack rule''s limit)';
         END IF;
         v_ref := v_doc ->> (v_p || 'Ref');
     END IF;

@@ -8,8 +8,8 @@
 --   duplicates), every member's event key applicable, one consumer per (event, destination),
 --   destination -> consumer, receipt type/schema and projection branch as registered in
 --   outbox.delivery_destinations, digest = jcs-sha256-v1(document minus its digest).
--- Locking: a transaction advisory lock per delivery_set_version serializes concurrent
---   registrations of the same version.
+-- Locking: SHARE ROW EXCLUSIVE on outbox.delivery_set_versions serializes registrations and
+--   activations (a table lock only the kernel's owner can take: R-SEC-5, no advisory key).
 -- Raises: OB101 invalid definition (any rule above), OB102 same version already registered
 --   with a different candidate/digest.
 -- Caller: outbox_registrar.
@@ -200,7 +200,7 @@ BEGIN
     END IF;
 
     -- insert-or-compare on the quartet (R-DS-4)
-    PERFORM pg_advisory_xact_lock(hashtext('pgoutbox.delivery_set_version'), v_version::integer);
+    LOCK TABLE outbox.delivery_set_versions IN SHARE ROW EXCLUSIVE MODE;
     SELECT * INTO v_existing FROM outbox.delivery_set_versions v WHERE v.delivery_set_version = v_version;
     IF FOUND THEN
         IF v_existing.definition_digest <> v_digest OR v_existing.definition_schema_version <> v_schema

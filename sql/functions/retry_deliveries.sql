@@ -11,6 +11,9 @@
 --   errorCode awaiting_revision never exhausts (R-AK-5, seed 000: a gap is quarantined only on
 --   evidence, never by a count): it keeps backing off (the backoff saturates at the policy's cap).
 --   errorRef is sanitized (control characters and runs of blanks collapsed, at most 200 characters).
+--   The budget counts the attempts since the delivery's last recovery (R-AK-10: attempt_count -
+--   recovery_attempt_base; the base is 0 until outbox.redeliver_quarantined sets it), and so does
+--   the backoff: a re-delivered delivery starts again at base_delay with max_attempts to go.
 -- Set-based: lock (FOR UPDATE, destination/event order), judge, then one statement for the
 --   pending ones and one (outbox._quarantine_write) for the exhausted ones.
 -- Time: now = clock_timestamp() captured once per call.
@@ -80,7 +83,8 @@ BEGIN
                    CASE WHEN u.state IS NOT NULL THEN u.state WHEN f.problem IS NOT NULL THEN 'OB001' END AS state,
                    coalesce(u.detail, f.problem) AS detail,
                    CASE WHEN u.state IS NOT NULL OR f.problem IS NOT NULL THEN 'rejected'
-                        WHEN d.attempt_count >= rp.max_attempts AND u.code <> 'awaiting_revision' THEN 'quarantined'
+                        WHEN d.attempt_count - d.recovery_attempt_base >= rp.max_attempts
+                             AND u.code <> 'awaiting_revision' THEN 'quarantined'
                         ELSE 'pending' END AS outcome
               FROM (SELECT x.*, pg_catalog.row_number() OVER (PARTITION BY x.dest, x.ev ORDER BY x.ord) AS rn
                       FROM unnest(v_ord, v_dest, v_event, v_attempt, v_token, v_code, v_state, v_detail)
@@ -109,7 +113,7 @@ BEGIN
     )
     UPDATE outbox.outbox_deliveries AS d
        SET status           = 'pending',
-           available_at     = v_now + outbox._backoff_delay(rp, d.attempt_count),
+           available_at     = v_now + outbox._backoff_delay(rp, d.attempt_count - d.recovery_attempt_base),
            lease_owner      = NULL,
            lease_token      = NULL,
            lease_expires_at = NULL,

@@ -8,7 +8,9 @@
 --   Applies to retries scheduled after the change; available_at already computed stays.
 -- Locking: the policy row (upsert).
 -- SQLSTATEs: 22023 unknown destination or a value out of range: base_delay > 0,
---   1 <= multiplier <= 10, max_delay >= base_delay, 0 <= jitter < 1, 1 <= max_attempts <= 1000.
+--   1 <= multiplier <= 10, max_delay >= base_delay, 0 <= jitter < 1, 1 <= max_attempts <= 1000,
+--   base_delay <= 1 hour and max_delay <= 1 day (R-SEC-5: no policy parks a delivery for years
+--   or overflows the backoff arithmetic).
 -- Caller: outbox_registrar (and outbox_owner).
 CREATE FUNCTION outbox.set_retry_policy(p_destination text, p_base_delay interval, p_multiplier numeric,
                                         p_max_delay interval, p_jitter numeric, p_max_attempts integer)
@@ -26,14 +28,15 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = pg_catalog.format('destination %L is not registered', p_destination);
     END IF;
-    IF p_base_delay IS NULL OR p_base_delay <= interval '0'
+    IF p_base_delay IS NULL OR p_base_delay <= interval '0' OR p_base_delay > interval '1 hour'
        OR p_multiplier IS NULL OR p_multiplier < 1 OR p_multiplier > 10
-       OR p_max_delay IS NULL OR p_max_delay < p_base_delay
+       OR p_max_delay IS NULL OR p_max_delay < p_base_delay OR p_max_delay > interval '1 day'
        OR p_jitter IS NULL OR p_jitter < 0 OR p_jitter >= 1
        OR p_max_attempts IS NULL OR p_max_attempts < 1 OR p_max_attempts > 1000 THEN
         RAISE EXCEPTION 'set_retry_policy: value out of range'
             USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = 'need base_delay > 0, 1 <= multiplier <= 10, max_delay >= base_delay, 0 <= jitter < 1, 1 <= max_attempts <= 1000';
+                  DETAIL = pg_catalog.format('need 0 < base_delay <= 1 hour, 1 <= multiplier <= 10, base_delay <= max_delay <= 1 day, 0 <= jitter < 1, 1 <= max_attempts <= 1000; got (%s, %s, %s, %s, %s)',
+                                             p_base_delay, p_multiplier, p_max_delay, p_jitter, p_max_attempts);
     END IF;
 
     INSERT INTO outbox.outbox_retry_policies AS rp
