@@ -167,10 +167,6 @@ CREATE TABLE mailbox.ref_key_sequences (
 
 -- Grants (SPEC R-SEC-1): outbox_mailbox acts only through the functions; the auditor reads.
 GRANT USAGE ON SCHEMA mailbox TO outbox_mailbox, outbox_registrar, outbox_auditor;
--- outbox_mailbox is a kernel role: like every kernel role it may call the digest functions
--- (SPEC §13 "any kernel role"); nothing else of schema outbox.
-GRANT USAGE ON SCHEMA outbox TO outbox_mailbox;
-GRANT EXECUTE ON FUNCTION outbox.jcs_canonicalize(json), outbox.jcs_sha256(json) TO outbox_mailbox;
 GRANT SELECT ON mailbox.sources, mailbox.pump_holders, mailbox.messages, mailbox.holes,
                 mailbox.backfill_resolutions, mailbox.ref_effects, mailbox.ref_key_sequences
     TO outbox_auditor;

@@ -224,7 +224,7 @@ func TestFunctionGrantsExact(t *testing.T) {
 	// The mailbox pump's role: every mailbox function but register_source (SPEC §13), nothing else.
 	want["outbox_mailbox"] = []string{"mailbox.acquire_pump", "mailbox.apply_reference_effect", "mailbox.claim_backfill",
 		"mailbox.claim_head", "mailbox.complete_head", "mailbox.fail_head", "mailbox.pipeline_status", "mailbox.record_backfill",
-		"mailbox.record_discovery", "mailbox.released_holes", "mailbox.resolve_abandoned", "outbox.jcs_canonicalize", "outbox.jcs_sha256"}
+		"mailbox.record_discovery", "mailbox.released_holes", "mailbox.resolve_abandoned"}
 	for role, fns := range want {
 		var got []string
 		rows, err := admin.Query(ctx, `SELECT DISTINCT n.nspname || '.' || p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace

@@ -22,7 +22,7 @@ import (
 
 // jcsKernelRoles may all execute outbox.jcs_canonicalize and outbox.jcs_sha256 (D-2).
 var jcsKernelRoles = []string{"outbox_owner", "outbox_registrar", "outbox_producer",
-	"outbox_dispatcher", "outbox_consumer", "outbox_auditor", "outbox_mailbox"}
+	"outbox_dispatcher", "outbox_consumer", "outbox_auditor"}
 
 // jcsQuerier is what both *pgx.Conn and *pgxpool.Pool offer.
 type jcsQuerier interface {
