@@ -12,6 +12,7 @@
 //	outboxctl [-db URL] archive run [-older-than DUR] [-max-rows N] [-batches K] | verify RUN_ID
 //	outboxctl [-db URL] archive holds list | set EVENT_ID REASON | release EVENT_ID
 //	outboxctl [-db URL] bootstrap SOURCE VERSION SCHEMA ALGORITHM DIGEST [-max-rows N] [-once]
+//	outboxctl [-db URL] mailbox status SOURCE | mailbox resolve SOURCE MSG_ID RESOLUTION NOTE
 //
 // The database URL comes from -db, else PGOUTBOX_URL, else DATABASE_URL.
 package main
@@ -49,6 +50,7 @@ commands:
                                            place / release a legal hold (as outbox_retention)
   bootstrap SOURCE VERSION SCHEMA ALGORITHM DIGEST [-max-rows 10000] [-once]
                                            import a legacy event table (as outbox_owner; docs/migrations.md)
+  mailbox status SOURCE | mailbox resolve SOURCE MSG_ID RESOLUTION NOTE   mailbox pipeline (docs/mailbox.md)
 `
 
 func main() {
@@ -99,6 +101,8 @@ func run(ctx context.Context, dsn string, args []string, out io.Writer) error {
 		return runArchive(ctx, dsn, args[1:], out)
 	case "bootstrap":
 		return runBootstrap(ctx, dsn, args[1:], out)
+	case "mailbox":
+		return runMailbox(ctx, dsn, args[1:], out)
 	}
 	return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
 }
