@@ -141,19 +141,7 @@ func TestMailboxPumpMetrics(t *testing.T) {
 	var out syncBuf
 	done := make(chan int, 1)
 	go func() { done <- mailbox.Process(pctx, b.processArgs("-metrics-addr", addr), noEnv, &out) }()
-	var body string
-	dpEventually(t, "metrics", func() bool {
-		resp, err := http.Get("http://" + addr + "/metrics")
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		bb, _ := io.ReadAll(resp.Body)
-		body = string(bb)
-		return strings.Contains(body, `pgoutbox_mailbox_open_holes{source="legacy-inbox"} 1`) &&
-			strings.Contains(body, `pgoutbox_mailbox_watermark{source="legacy-inbox"} 1`)
-	})
-	for _, want := range []string{
+	wants := []string{
 		`pgoutbox_mailbox_job_heartbeat_age_seconds{source="legacy-inbox"}`,
 		`pgoutbox_mailbox_job_ticks_total{source="legacy-inbox"}`,
 		`pgoutbox_mailbox_job_failures_total{source="legacy-inbox"} 0`,
@@ -164,7 +152,27 @@ func TestMailboxPumpMetrics(t *testing.T) {
 		`pgoutbox_mailbox_backfill_abandoned{source="legacy-inbox"} 0`,
 		`pgoutbox_mailbox_dead_letters{source="legacy-inbox"} 0`,
 		`pgoutbox_mailbox_processed_total{outcome="succeeded",source="legacy-inbox"} 1`,
-	} {
+	}
+	// every series at its value after the same tick (one condition: the gauges are set at
+	// different points of a tick, so waiting for two of them alone raced the others)
+	var body string
+	dpEventually(t, "metrics", func() bool {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		bb, _ := io.ReadAll(resp.Body)
+		body = string(bb)
+		for _, want := range append([]string{`pgoutbox_mailbox_open_holes{source="legacy-inbox"} 1`,
+			`pgoutbox_mailbox_watermark{source="legacy-inbox"} 1`}, wants...) {
+			if !strings.Contains(body, want) {
+				return false
+			}
+		}
+		return true
+	})
+	for _, want := range wants {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)
 		}
