@@ -187,7 +187,7 @@ RETURNING event_id::text, reservation_id, aggregate_revision, occurred_at`, ev.O
 			return "", err
 		}
 		// The index rows of the reservation now link to the operation.
-		if err := indexIDs(ctx, tx, s, p.eventID, ev.OperationID, map[string][]string{"eventId": {p.eventID}, "reservationId": {p.reservationID}}); err != nil {
+		if err := indexIDs(ctx, tx, s, p.eventID, ev.OperationID, map[string][]string{"eventId": {p.eventID}}); err != nil {
 			return "", err
 		}
 	}

@@ -45,6 +45,12 @@ BEGIN
     ON CONFLICT (consumer_name, projection_name, projection_version, id_kind, id_value, event_id)
     DO UPDATE SET operation_id = EXCLUDED.operation_id
           WHERE x.operation_id IS NULL AND EXCLUDED.operation_id IS NOT NULL;
+    -- A link fills the operation in on every index row of the event (ids recorded while unlinked).
+    IF p_operation_id IS NOT NULL THEN
+        UPDATE inbox.projection_exact_ids AS x SET operation_id = p_operation_id
+         WHERE x.consumer_name = p_consumer_name AND x.projection_name = p_projection_name
+           AND x.projection_version = p_projection_version AND x.event_id = p_event_id AND x.operation_id IS NULL;
+    END IF;
     INSERT INTO inbox.projection_run_summaries AS s
            (consumer_name, projection_name, projection_version, last_applied_at, last_event_id, applied_events)
     VALUES (p_consumer_name, p_projection_name, p_projection_version, pg_catalog.clock_timestamp(), p_event_id, 1)
