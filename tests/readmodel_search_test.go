@@ -136,7 +136,7 @@ func TestSearchExactID(t *testing.T) {
 	}
 	want("eventId", runEvent, runEvent+">op-s-1")
 	want("runId", "run-s-1", runEvent+">op-s-1", walletEvent+">op-s-1") // the run's aggregate, the wallet's payload runId
-	want("reservationId", "wallet-run-s-1", walletEvent+">op-s-1")     // linked after the run arrived
+	want("reservationId", "wallet-run-s-1", walletEvent+">op-s-1")      // linked after the run arrived
 	want("reservationId", "res-s-1", walletEvent+">op-s-1")
 	want("causationId", runEvent, walletEvent+">op-s-1") // the wallet names its run as causation
 	if got := rmMatched(t, w.aud, "operationId", "op-s-2"); len(got) != scenario.EventsPerRun-4 {
