@@ -23,7 +23,7 @@ type ProofSummary struct {
 // latestProofsSQL: the newest manifest per scope (at most $1 scopes, newest first), each
 // re-checked against the current state (the re-check rebuilds the member set: O(events)).
 const latestProofsSQL = `SELECT m.manifest_id::text, m.manifest_sha256, m.source_filter, m.status, m.member_count,
-       (m.document::jsonb #>> '{guards,receiptAntiJoin,count}')::bigint,
+       (split_part(split_part(m.document, ',"kindSets":', 1), '"guards":', 2)::jsonb #>> '{receiptAntiJoin,count}')::bigint,
        m.taken_at, extract(epoch FROM clock_timestamp() - m.taken_at)::float8, c.freshness, c.reason
 FROM (SELECT * FROM (SELECT DISTINCT ON (source_filter) * FROM outbox.completeness_manifests
                       ORDER BY source_filter, taken_at DESC, manifest_id DESC) AS l

@@ -80,7 +80,8 @@ BEGIN
         RETURN QUERY SELECT 'not_found'::text, NULL::text, NULL::uuid, NULL::text;
         RETURN;
     END IF;
-    v_guards := v_m.document::jsonb -> 'guards';
+    -- the guards object only (the document can be tens of MB: never parsed whole)
+    v_guards := pg_catalog.split_part(pg_catalog.split_part(v_m.document, ',"kindSets":', 1), '"guards":', 2)::jsonb;
     RETURN QUERY SELECT 'inconclusive'::text,
         CASE WHEN (v_guards #>> '{nonTerminalDeliveries,count}')::bigint > 0 THEN 'pending_deliveries'
              WHEN (v_guards #>> '{openQuarantine,count}')::bigint > 0 THEN 'quarantine_open'
