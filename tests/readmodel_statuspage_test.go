@@ -68,7 +68,10 @@ func TestStatusPageChromium(t *testing.T) {
 
 	pc, err := pgxpool.ParseConfig(b.dsn)
 	must(t, err)
-	pc.AfterConnect = func(ctx context.Context, c *pgx.Conn) error { _, err := c.Exec(ctx, "SET ROLE outbox_auditor"); return err }
+	pc.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, "SET ROLE outbox_auditor")
+		return err
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	must(t, err)
 	t.Cleanup(pool.Close)
