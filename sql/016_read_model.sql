@@ -24,6 +24,7 @@ CREATE TABLE inbox.projection_exact_ids (
     PRIMARY KEY (consumer_name, projection_name, projection_version, id_kind, id_value, event_id)
 );
 CREATE INDEX projection_exact_ids_lookup ON inbox.projection_exact_ids (id_kind, id_value);
+CREATE INDEX projection_exact_ids_by_event ON inbox.projection_exact_ids (consumer_name, projection_name, projection_version, event_id);
 COMMENT ON TABLE inbox.projection_exact_ids IS
     'The projector''s exact-identifier index (SPEC R-OP-1, R-OP-3): every id of an applied event -> the event and the operation it links to; written in the projector''s transaction by inbox.record_projection_ids; matched exactly (no prefix, no fuzzy match).';
 

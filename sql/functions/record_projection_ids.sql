@@ -6,6 +6,8 @@
 --   correlationId, runId, reservationId, causationId (values 1..200 characters, at most 16 per
 --   call). operation_id: the operation the event is linked to (NULL while unlinked); a later
 --   call for the same event and id fills a NULL link in, never replaces a set one.
+-- The run summary counts applied events: a call for an event already indexed (a link) does
+--   not count again.
 -- Locking: the run summary row of the projection (row lock until commit).
 -- SQLSTATEs: 42501 consumer not bound to the caller (R-SEC-5); 22023 malformed ids.
 -- Caller: outbox_consumer (the projector's role).
@@ -17,7 +19,8 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
-    v_rows jsonb;
+    v_rows  jsonb;
+    v_known boolean;
 BEGIN
     PERFORM inbox._inbox_check_caller(p_consumer_name);
     IF p_event_id IS NULL OR p_projection_name IS NULL OR p_projection_version IS NULL
@@ -38,6 +41,10 @@ BEGIN
         RAISE EXCEPTION 'record_projection_ids: ids must map known kinds to 1..200-character strings (at most 16)'
             USING ERRCODE = '22023';
     END IF;
+    SELECT EXISTS (SELECT 1 FROM inbox.projection_exact_ids AS x
+                    WHERE x.consumer_name = p_consumer_name AND x.projection_name = p_projection_name
+                      AND x.projection_version = p_projection_version AND x.event_id = p_event_id)
+      INTO v_known;
     INSERT INTO inbox.projection_exact_ids AS x
            (consumer_name, projection_name, projection_version, id_kind, id_value, event_id, operation_id)
     SELECT DISTINCT p_consumer_name, p_projection_name, p_projection_version, r ->> 'k', r ->> 'v', p_event_id, p_operation_id
@@ -50,6 +57,9 @@ BEGIN
         UPDATE inbox.projection_exact_ids AS x SET operation_id = p_operation_id
          WHERE x.consumer_name = p_consumer_name AND x.projection_name = p_projection_name
            AND x.projection_version = p_projection_version AND x.event_id = p_event_id AND x.operation_id IS NULL;
+    END IF;
+    IF v_known THEN
+        RETURN; -- a later link of an event already applied: not another apply
     END IF;
     INSERT INTO inbox.projection_run_summaries AS s
            (consumer_name, projection_name, projection_version, last_applied_at, last_event_id, applied_events)
