@@ -260,3 +260,36 @@ func TestReadModelProjectorLinksByCausationAndTenant(t *testing.T) {
 		t.Fatal("the linked reservation is not indexed to its operation")
 	}
 }
+
+// R-OP-1, R-SEC-5: the projector's index is written only as the consumer itself: another
+// consumer's login is refused (42501, nothing written), malformed ids are 22023.
+func TestReadModelIndexBoundToConsumer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := testdb.URL(t)
+	admin := testdb.Conn(t, dsn, "")
+	reg := testdb.Conn(t, dsn, "outbox_registrar")
+	roleA, urlA := shLogin(t, admin, dsn, "outbox_consumer")
+	roleB, urlB := shLogin(t, admin, dsn, "outbox_consumer")
+	must(t, pgcall.BindConsumerRole(ctx, reg, "operations_projector", roleA))
+	must(t, pgcall.BindConsumerRole(ctx, reg, "other_projector", roleB))
+	connA, err := pgx.Connect(ctx, urlA)
+	must(t, err)
+	defer connA.Close(ctx)
+	connB, err := pgx.Connect(ctx, urlB)
+	must(t, err)
+	defer connB.Close(ctx)
+	call := `SELECT inbox.record_projection_ids('operations_projector', 'operations_timeline', 1, $1::uuid, NULL, $2::json)`
+	_, err = connB.Exec(ctx, call, testfix.NewUUID(), `{"runId":"r"}`)
+	dxWantState(t, err, "42501")
+	for _, ids := range []string{`[]`, `{"runid":"r"}`, `{"runId":""}`, `{"runId":1}`, `{"runId":["` + strings.Repeat("x", 201) + `"]}`} {
+		_, err := connA.Exec(ctx, call, testfix.NewUUID(), ids)
+		dxWantState(t, err, "22023")
+	}
+	if _, err := connA.Exec(ctx, call, testfix.NewUUID(), `{"runId":["r1","r2"],"eventId":"e"}`); err != nil {
+		t.Fatal(err)
+	}
+	if n := dxInt(t, admin, `SELECT count(*) FROM inbox.projection_exact_ids`); n != 3 {
+		t.Fatalf("%d index rows, want 3 (only A's call)", n)
+	}
+}
