@@ -261,6 +261,23 @@ func TestReadModelProjectorLinksByCausationAndTenant(t *testing.T) {
 	}
 }
 
+// R-OP-3: not_found for an index kind also needs the projector's index to cover every event the
+// projector acknowledged. Acks recorded without the reference projector (its inbox elsewhere):
+// the proof is complete, an eventId search may say not_found, a runId search is inconclusive
+// source_gap - never a false not_found.
+func TestSearchRefusesNotFoundWithoutIndex(t *testing.T) {
+	t.Parallel()
+	b := rmSetup(t)
+	run := dxAppend(t, b.admin, dxRunCreated, "run-ni-1", 1)
+	rmDrain(t, b)
+	rmExpect(t, b, "drained without projector", `{}`, rmComplete)
+	rmNoMatch(t, b.aud, "runId", "run-ni-1", "inconclusive/source_gap")
+	rmNoMatch(t, b.aud, "eventId", testfix.NewUUID(), "not_found")
+	if got := rmMatched(t, b.aud, "eventId", run); len(got) != 1 || got[0] != run+">-" {
+		t.Fatalf("eventId match: %v", got)
+	}
+}
+
 // R-OP-1, R-SEC-5: the projector's index is written only as the consumer itself: another
 // consumer's login is refused (42501, nothing written), malformed ids are 22023.
 func TestReadModelIndexBoundToConsumer(t *testing.T) {

@@ -6,7 +6,9 @@
 --   index (inbox.projection_exact_ids). A match returns one row per event ('matched', NULL,
 --   event, the operation the projector links it to - NULL while unlinked).
 --   No match: 'not_found' only when the most recent manifest with scope {} is
---   complete_for_supported_scope AND outbox.check_completeness says verified_current; otherwise
+--   complete_for_supported_scope AND outbox.check_completeness says verified_current AND, for
+--   the index kinds, every acknowledged projection delivery has its event in the index of this
+--   database (else source_gap: the projector's inbox is elsewhere or does not index); otherwise
 --   one row 'inconclusive' with the reason: no_completed_snapshot (none, or not verifiable),
 --   stale_snapshot, pending_deliveries, quarantine_open, source_gap (receipt anti-join, open
 --   gaps, unsupported schemas, archive integrity).
@@ -77,6 +79,27 @@ BEGIN
         RETURN;
     END IF;
     IF v_m.status = 'complete_for_supported_scope' THEN
+        -- The index kinds need the projector's index in THIS database to cover every event the
+        -- projector acknowledged (its inbox may live elsewhere, or a projector may not index):
+        -- an acknowledged projection delivery without an index row is a source gap.
+        IF p_kind <> 'eventId' AND (
+               EXISTS (SELECT 1 FROM outbox.outbox_deliveries AS d
+                        WHERE d.required_projection_name IS NOT NULL AND d.status = 'acknowledged'
+                          AND NOT EXISTS (SELECT 1 FROM inbox.projection_exact_ids AS x
+                                           WHERE x.consumer_name = d.consumer_name
+                                             AND x.projection_name = d.required_projection_name
+                                             AND x.projection_version = d.required_projection_version
+                                             AND x.event_id = d.event_id))
+            OR EXISTS (SELECT 1 FROM outbox.archived_deliveries AS a
+                        WHERE a.status = 'acknowledged' AND (a.row_image ->> 'required_projection_name') IS NOT NULL
+                          AND NOT EXISTS (SELECT 1 FROM inbox.projection_exact_ids AS x
+                                           WHERE x.consumer_name = a.row_image ->> 'consumer_name'
+                                             AND x.projection_name = a.row_image ->> 'required_projection_name'
+                                             AND x.projection_version = (a.row_image ->> 'required_projection_version')::integer
+                                             AND x.event_id = a.event_id))) THEN
+            RETURN QUERY SELECT 'inconclusive'::text, 'source_gap'::text, NULL::uuid, NULL::text;
+            RETURN;
+        END IF;
         RETURN QUERY SELECT 'not_found'::text, NULL::text, NULL::uuid, NULL::text;
         RETURN;
     END IF;
