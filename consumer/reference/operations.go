@@ -25,8 +25,8 @@ const (
 //   - wallet.reserved@2.0 links to its operation when that run is projected and the link is
 //     proven: same operationId and correlationId, causationId = the run event's id (the run
 //     event caused the reservation) and the same tenant (kind, id, workspace). Otherwise it
-//     waits in pending_unlinked_reservations: no fake operation. A run of the same operation
-//     whose causation or tenant does not match is a conflict (consumer_rejected), never a link;
+//     waits in pending_unlinked_reservations - no fake operation, and no link to an operation
+//     that shares its ids but was created by another run event or for another tenant;
 //   - the seven billing boundary events append a billing_boundary entry to the timeline of
 //     their operationId (or aggregateId when the envelope carries none).
 //
@@ -199,12 +199,17 @@ func walletReserved(ctx context.Context, tx pgx.Tx, s Spec, schema string, ev co
 		return "", consumer.Reject(consumer.CodeEnvelopeInvalid, "wallet_reserved_refinement", errRefinement)
 	}
 	// The run of this operation, if projected: link only on proven causation and tenant.
-	var causedBy, runID, tkind, tid, ws, corr string
-	err := tx.QueryRow(ctx, `SELECT created_event_id::text, run_id, coalesce(tenant_kind, ''), tenant_id, workspace_id, correlation_id
-  FROM `+schema+`.operations WHERE operation_id = $1::text FOR UPDATE`, ev.OperationID).Scan(&causedBy, &runID, &tkind, &tid, &ws, &corr)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		// Wallet first: wait, unlinked, until the run event is projected (R-OP-1).
+	var causedBy, tkind, tid, ws, corr string
+	err := tx.QueryRow(ctx, `SELECT created_event_id::text, coalesce(tenant_kind, ''), tenant_id, workspace_id, correlation_id
+  FROM `+schema+`.operations WHERE operation_id = $1::text FOR UPDATE`, ev.OperationID).Scan(&causedBy, &tkind, &tid, &ws, &corr)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return "", err
+	}
+	if errors.Is(err, pgx.ErrNoRows) || causedBy != ev.CausationID || corr != ev.CorrelationID ||
+		tkind != ev.Tenant.TenantKind || tid != ev.Tenant.TenantID || ws != ev.Tenant.WorkspaceID {
+		// Wallet first, or an operation this reservation was not caused by (shared ids only):
+		// wait, unlinked, until its own run event is projected - no fake operation, no guessed
+		// link (R-OP-1).
 		if _, err := tx.Exec(ctx, `INSERT INTO `+schema+`.pending_unlinked_reservations
     (event_id, operation_id, correlation_id, reservation_id, aggregate_revision, occurred_at,
      causation_id, tenant_kind, tenant_id, workspace_id)
@@ -217,13 +222,6 @@ VALUES ($1::uuid, $2::text, $3::text, $4::text, $5::bigint, $6::timestamptz, $7:
 			return "", err
 		}
 		return OutcomeReservationPending, nil
-	case err != nil:
-		return "", err
-	}
-	if causedBy != ev.CausationID || corr != ev.CorrelationID || tkind != ev.Tenant.TenantKind ||
-		tid != ev.Tenant.TenantID || ws != ev.Tenant.WorkspaceID {
-		// Shared ids but no proven link: a producer-side inconsistency, never linked (R-OP-1).
-		return "", consumer.Reject(consumer.CodeConsumerRejected, "reservation_link_mismatch", nil)
 	}
 	if _, err := tx.Exec(ctx, `UPDATE `+schema+`.operations SET reservation_id = $2::text WHERE operation_id = $1::text`,
 		ev.OperationID, ev.AggregateID); err != nil {
