@@ -11,7 +11,7 @@
 //	outboxctl [-db URL] quarantine list | preview D EVENT | redeliver D EVENT --case C --reason TEXT --key K [--yes]
 //	outboxctl [-db URL] archive run [-older-than DUR] [-max-rows N] [-batches K] | verify RUN_ID
 //	outboxctl [-db URL] archive holds list | set EVENT_ID REASON | release EVENT_ID
-//	outboxctl [-db URL] proof take [SCOPE_JSON] | check MANIFEST_ID | show MANIFEST_ID | search KIND ID
+//	outboxctl [-db URL] proof take [-inbox-db URL] [SCOPE_JSON] | check MANIFEST_ID | show MANIFEST_ID | search KIND ID
 //	outboxctl [-db URL] serve [-listen 127.0.0.1:8089]
 //	outboxctl [-db URL] bootstrap SOURCE VERSION SCHEMA ALGORITHM DIGEST [-max-rows N] [-once]
 //
@@ -49,7 +49,8 @@ commands:
   archive holds list                       legal holds with their audit (as outbox_auditor)
   archive holds set EVENT_ID REASON | release EVENT_ID
                                            place / release a legal hold (as outbox_retention)
-  proof take [SCOPE_JSON]                   completeness proof of the scope (default {}) (as outbox_auditor)
+  proof take [-inbox-db URL] [SCOPE_JSON]  completeness proof of the scope (default {}) (as outbox_auditor);
+                                           -inbox-db: the projector's inbox is another database (two-part proof)
   proof check MANIFEST_ID                  re-check a proof against the current state
   proof show MANIFEST_ID                   print the CompletenessProofManifest@1 document
   proof search KIND ID                     exact-id search (eventId, operationId, correlationId, runId,

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
+	"github.com/oceanway/pgoutbox/internal/readmodel"
 )
 
 // runProof takes, checks and shows completeness proofs and searches by exact id, as
@@ -24,6 +25,9 @@ func runProof(ctx context.Context, dsn string, args []string, out io.Writer) err
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	if args[0] == "take" && len(args) >= 3 && args[1] == "-inbox-db" {
+		return runProofTwoPart(ctx, conn, args[2], args[3:], out)
+	}
 	switch {
 	case args[0] == "take" && len(args) <= 2:
 		scope := "{}"
@@ -83,5 +87,28 @@ func runProof(ctx context.Context, dsn string, args []string, out io.Writer) err
 		}
 		return nil
 	}
-	return fmt.Errorf("%w: proof take [SCOPE_JSON] | check ID | show ID | search KIND ID", errUsage)
+	return fmt.Errorf("%w: proof take [-inbox-db URL] [SCOPE_JSON] | check ID | show ID | search KIND ID", errUsage)
+}
+
+// runProofTwoPart: the projector's inbox is another database - the producer's proof is stored,
+// then the inbox is snapshotted and the two-part proof document printed (R-OP-2).
+func runProofTwoPart(ctx context.Context, producer *pgx.Conn, inboxURL string, args []string, out io.Writer) error {
+	scope := "{}"
+	if len(args) == 1 {
+		scope = args[0]
+	} else if len(args) > 1 {
+		return fmt.Errorf("%w: proof take -inbox-db URL [SCOPE_JSON]", errUsage)
+	}
+	inbox, err := connectAs(ctx, inboxURL, "outbox_auditor")
+	if err != nil {
+		return fmt.Errorf("inbox database: %w", err)
+	}
+	defer inbox.Close(context.WithoutCancel(ctx))
+	p, err := readmodel.TakeTwoPart(ctx, producer, inbox, json.RawMessage(scope))
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(out, "manifest_id %s\nmanifest_sha256 %s\ntwo_part_sha256 %s\nstatus %s\n%s\n",
+		p.Producer.ManifestID, p.Producer.ManifestSHA256, p.SHA256, p.Status, p.Document)
+	return err
 }

@@ -43,6 +43,9 @@ func TestProofCommands(t *testing.T) {
 	if got := run("proof", "search", "runId", "none"); got != "inconclusive pending_deliveries - -\n" {
 		t.Fatalf("search: %q", got)
 	}
+	if got := run("proof", "take", "-inbox-db", dsn); !strings.Contains(got, `"part":"projector_inbox"`) || !strings.Contains(got, "status partial_source_gap") {
+		t.Fatalf("two-part take: %s", got)
+	}
 	if err := run2(ctx, dsn, "proof", "take", `{"eventTypes":"x"}`); err == nil {
 		t.Fatal("a malformed scope was accepted")
 	}
