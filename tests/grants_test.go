@@ -98,7 +98,7 @@ func TestGrantMatrixEnforced(t *testing.T) {
 					t.Errorf("%s may %s on %s: only the owner writes tables", g.Role, w, g.Object)
 				}
 			}
-			if g.Role == "outbox_producer" || g.Role == "outbox_dispatcher" || g.Role == "outbox_consumer" {
+			if g.Role == "outbox_producer" || g.Role == "outbox_dispatcher" || g.Role == "outbox_consumer" || g.Role == "outbox_mailbox" {
 				if g.Privs != "-" {
 					t.Errorf("%s has %s on %s: it acts only through functions", g.Role, g.Privs, g.Object)
 				}
@@ -110,14 +110,14 @@ func TestGrantMatrixEnforced(t *testing.T) {
 	rows, err := admin.Query(ctx, `
 		SELECT CASE c.relkind WHEN 'v' THEN 'view' ELSE 'table' END, n.nspname || '.' || c.relname, ''
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname IN ('outbox', 'inbox') AND c.relkind IN ('r', 'v', 'p')
+		WHERE n.nspname IN ('outbox', 'inbox', 'mailbox') AND c.relkind IN ('r', 'v', 'p')
 		UNION ALL
 		SELECT 'function', p.oid::regprocedure::text,
 		       format('SELECT %s(%s)', p.oid::regproc,
 		              coalesce((SELECT string_agg('(SELECT NULL::' || format_type(a, NULL) || ')', ', ' ORDER BY i)
 		                        FROM unnest(p.proargtypes) WITH ORDINALITY AS x(a, i)), ''))
 		FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-		WHERE n.nspname IN ('outbox', 'inbox') AND p.prorettype <> 'trigger'::regtype
+		WHERE n.nspname IN ('outbox', 'inbox', 'mailbox') AND p.prorettype <> 'trigger'::regtype
 		ORDER BY 1, 2`)
 	if err != nil {
 		t.Fatal(err)
@@ -211,22 +211,26 @@ func TestFunctionGrantsExact(t *testing.T) {
 	admin := testdb.Conn(t, testdb.URL(t), "")
 	jcs := []string{"outbox.jcs_canonicalize", "outbox.jcs_sha256"}
 	want := map[string][]string{
-		"outbox_registrar":  append([]string{"inbox.bind_consumer_role", "outbox.activate_delivery_set", "outbox.register_delivery_set", "outbox.register_destination", "outbox.set_retry_policy"}, jcs...),
+		"outbox_registrar":  append([]string{"inbox.bind_consumer_role", "mailbox.register_source", "outbox.activate_delivery_set", "outbox.register_delivery_set", "outbox.register_destination", "outbox.set_retry_policy"}, jcs...),
 		"outbox_producer":   append([]string{"outbox.append_event", "outbox.append_events"}, jcs...),
 		"outbox_dispatcher": append([]string{"outbox.ack_deliveries", "outbox.ack_delivery", "outbox.active_delivery_set", "outbox.claim_deliveries", "outbox.delivery_stats", "outbox.quarantine_deliveries", "outbox.quarantine_delivery", "outbox.recover_expired_leases", "outbox.redelivery_stats", "outbox.renew_lease", "outbox.retry_deliveries", "outbox.retry_delivery"}, jcs...),
 		// R-OP-1: inbox.record_projection_ids (the projector's exact-id index, in its transaction)
 		"outbox_consumer": append([]string{"inbox.observe_revision", "inbox.read_receipt", "inbox.record_projection_ids", "inbox.record_receipt"}, jcs...),
 		// R-OP-2, R-OP-3: the read model is the auditor's only (the dispatcher may not call it)
-		"outbox_auditor": append([]string{"inbox.verify_receipt_digests", "outbox.active_delivery_set", "outbox.archive_integrity_problems", "outbox.check_completeness", "outbox.delivery_stats", "outbox.preview_redelivery", "outbox.read_manifest", "outbox.redelivery_stats", "outbox.search_exact_id", "outbox.take_completeness_snapshot", "outbox.verify_ack_digests", "outbox.verify_archive_run", "outbox.verify_event_digests"}, jcs...),
+		"outbox_auditor": append([]string{"inbox.verify_receipt_digests", "mailbox.pipeline_status", "outbox.active_delivery_set", "outbox.archive_integrity_problems", "outbox.check_completeness", "outbox.delivery_stats", "outbox.preview_redelivery", "outbox.read_manifest", "outbox.redelivery_stats", "outbox.search_exact_id", "outbox.take_completeness_snapshot", "outbox.verify_ack_digests", "outbox.verify_archive_run", "outbox.verify_event_digests"}, jcs...),
 		// R-AK-10: the controlled-recovery functions only (no JCS functions, no table)
 		"outbox_operator": {"outbox.preview_redelivery", "outbox.redeliver_quarantined"},
 		// R-RT-1: the retention functions only (no JCS, no table)
 		"outbox_retention": {"outbox.archive_events", "outbox.archive_integrity_problems", "outbox.release_legal_hold", "outbox.set_legal_hold", "outbox.verify_archive_run"},
 	}
+	// The mailbox pump's role: every mailbox function but register_source (SPEC §13), nothing else.
+	want["outbox_mailbox"] = []string{"mailbox.acquire_pump", "mailbox.apply_reference_effect", "mailbox.claim_backfill",
+		"mailbox.claim_head", "mailbox.complete_head", "mailbox.fail_head", "mailbox.pipeline_status", "mailbox.record_backfill",
+		"mailbox.record_discovery", "mailbox.released_holes", "mailbox.resolve_abandoned"}
 	for role, fns := range want {
 		var got []string
 		rows, err := admin.Query(ctx, `SELECT DISTINCT n.nspname || '.' || p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-			WHERE n.nspname IN ('outbox', 'inbox') AND p.proname !~ '^(_|tg_)' AND has_function_privilege($1, p.oid, 'EXECUTE')
+			WHERE n.nspname IN ('outbox', 'inbox', 'mailbox') AND p.proname !~ '^(_|tg_)' AND has_function_privilege($1, p.oid, 'EXECUTE')
 			ORDER BY 1`, role)
 		if err != nil {
 			t.Fatal(err)
@@ -247,7 +251,7 @@ func TestFunctionGrantsExact(t *testing.T) {
 	var leaked []string
 	rows, err := admin.Query(ctx, `SELECT p.oid::regprocedure::text || ' by ' || r FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace,
 		unnest($1::text[]) r
-		WHERE n.nspname IN ('outbox', 'inbox') AND p.proname ~ '^(_|tg_)' AND r <> 'outbox_owner' AND has_function_privilege(r, p.oid, 'EXECUTE')`,
+		WHERE n.nspname IN ('outbox', 'inbox', 'mailbox') AND p.proname ~ '^(_|tg_)' AND r <> 'outbox_owner' AND has_function_privilege(r, p.oid, 'EXECUTE')`,
 		pgcall.KernelRoles)
 	if err != nil {
 		t.Fatal(err)

@@ -121,7 +121,10 @@ func run(ctx context.Context, server, bin string, runs int, timeout time.Duratio
 	if err := d.waitTerminal(ctx, timeout); err != nil {
 		return err
 	}
-	return d.summary(ctx)
+	if err := d.summary(ctx); err != nil {
+		return err
+	}
+	return runMailboxDemo(ctx, d.server)
 }
 
 func step(s string) { fmt.Printf("\n== %s\n", s) }

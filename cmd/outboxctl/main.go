@@ -14,6 +14,7 @@
 //	outboxctl [-db URL] proof take [-inbox-db URL] [SCOPE_JSON] | check MANIFEST_ID | show MANIFEST_ID | search KIND ID
 //	outboxctl [-db URL] serve [-listen 127.0.0.1:8089]
 //	outboxctl [-db URL] bootstrap SOURCE VERSION SCHEMA ALGORITHM DIGEST [-max-rows N] [-once]
+//	outboxctl [-db URL] mailbox status SOURCE | mailbox resolve SOURCE MSG_ID RESOLUTION NOTE
 //
 // The database URL comes from -db, else PGOUTBOX_URL, else DATABASE_URL.
 package main
@@ -58,6 +59,7 @@ commands:
   serve [-listen 127.0.0.1:8089]           read-only status page /status and read-model /metrics (as outbox_auditor)
   bootstrap SOURCE VERSION SCHEMA ALGORITHM DIGEST [-max-rows 10000] [-once]
                                            import a legacy event table (as outbox_owner; docs/migrations.md)
+  mailbox status SOURCE | mailbox resolve SOURCE MSG_ID RESOLUTION NOTE   mailbox pipeline (docs/mailbox.md)
 `
 
 func main() {
@@ -112,6 +114,8 @@ func run(ctx context.Context, dsn string, args []string, out io.Writer) error {
 		return runProof(ctx, dsn, args[1:], out)
 	case "serve":
 		return runServe(ctx, dsn, args[1:], out)
+	case "mailbox":
+		return runMailbox(ctx, dsn, args[1:], out)
 	}
 	return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
 }

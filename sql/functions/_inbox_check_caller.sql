@@ -3,8 +3,12 @@
 -- p_consumer_name in inbox.consumer_roles (inbox.bind_consumer_role). The calling role is the
 -- role the session switched to with SET ROLE, else the session user (inside a SECURITY DEFINER
 -- function current_user is the owner; the role setting still names the caller's SET ROLE, which
--- PostgreSQL only lets a session set to a role it is a member of). A superuser session passes
--- (a superuser bypasses every privilege check anyway and could write the tables directly).
+-- PostgreSQL only lets a session set to a role it is a member of). A session whose login is a
+-- member of outbox_owner - a superuser is a member of every role - passes first: the owner owns
+-- the inbox tables and could write them directly anyway. One membership test on that path, a
+-- primary-key probe and one more on the bound path (R-SEC-5, on every inbox call: no role view,
+-- no SET clause - this private helper runs inside its callers' pinned search_path and
+-- schema-qualifies everything).
 -- SQLSTATEs: 42501 insufficient_privilege (name not bound, or bound to a role the caller is not
 --   a member of). Locking: none.
 -- Caller: inbox.record_receipt, inbox.read_receipt, inbox.observe_revision; granted to nobody.
@@ -12,17 +16,16 @@ CREATE FUNCTION inbox._inbox_check_caller(p_consumer_name text)
 RETURNS void
 LANGUAGE plpgsql
 STABLE
-SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     v_bound  name;
     v_caller name := coalesce(NULLIF(pg_catalog.current_setting('role'), 'none'), session_user)::name;
 BEGIN
-    SELECT c.role_name INTO v_bound FROM inbox.consumer_roles AS c WHERE c.consumer_name = p_consumer_name;
-    IF v_bound IS NOT NULL AND pg_catalog.pg_has_role(v_caller, v_bound, 'MEMBER') THEN
+    IF pg_catalog.pg_has_role(session_user, 'outbox_owner', 'MEMBER') THEN
         RETURN;
     END IF;
-    IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname = session_user AND r.rolsuper) THEN
+    SELECT c.role_name INTO v_bound FROM inbox.consumer_roles AS c WHERE c.consumer_name = p_consumer_name;
+    IF v_bound IS NOT NULL AND pg_catalog.pg_has_role(v_caller, v_bound, 'MEMBER') THEN
         RETURN;
     END IF;
     IF v_bound IS NULL THEN

@@ -64,11 +64,16 @@ BEGIN
     END IF;
     v_json := p_text::json;
 
-    -- R-SEC-5: member names are bounded (1024 characters, outbox._jcs_value). Only a text with a
-    -- run of 255 characters without a quote (the longest repetition a PostgreSQL regular
-    -- expression allows) can hold a longer name; then every member name is measured (a match may also be a run of structure before a string that starts with a colon,
-    -- so a long one only sends the text to the full canonicalizer, which decides exactly).
-    IF p_text ~ '[^"]{255}'
+    -- R-SEC-5: member names are bounded (1024 characters, outbox._jcs_value). Cheap gates first:
+    -- a longer name needs a text of more than 1026 bytes, and (unless the text holds an escaped
+    -- quote) a piece between two quotes of more than 1024 characters (string_to_array: no
+    -- regular expression; a counted repetition over the whole text cost ~160 us). Only then is
+    -- every member name measured - a match may also be structure before a string that starts
+    -- with a colon - and a long one sends the text to the full canonicalizer, which decides.
+    IF pg_catalog.octet_length(p_text) > 1026
+       AND (pg_catalog.strpos(p_text, '\"') > 0
+            OR (SELECT pg_catalog.max(pg_catalog.length(e.piece))
+                  FROM pg_catalog.unnest(pg_catalog.string_to_array(p_text, '"')) AS e(piece)) > 1024)
        AND EXISTS (SELECT 1
                      FROM pg_catalog.regexp_matches(p_text, '"((?:[^"\\]|\\.)*)":', 'g') AS m(g)
                     WHERE pg_catalog.length(pg_catalog.regexp_replace(m.g[1], '\\(u....|.)', 'x', 'g')) > 1024) THEN
