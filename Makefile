@@ -17,7 +17,7 @@ export DATABASE_URL PGOUTBOX_URL PGOUTBOX_LOCAL_CLUSTER
 
 GO_TEST_FLAGS ?= -count=1 -timeout 40m
 
-.PHONY: all build db-up db-down db-destroy db-reset db-url migrate test test-go check-sql-api fuzz bench bench-river demo soak schema clean node-deps
+.PHONY: chromium all build db-up db-down db-destroy db-reset db-url migrate test test-go check-sql-api fuzz bench bench-river demo soak schema clean node-deps
 
 all: build
 
@@ -63,8 +63,16 @@ node-deps:
 	@if command -v npm >/dev/null 2>&1; then cd examples/node-consumer && npm ci --no-audit --no-fund --loglevel=error; \
 	else echo "node-deps: npm not found; TestNodeConsumerWithDispatcher will skip without node"; fi
 
+## chromium: the headless browser the status-page test drives (R-OP-4): Debian's chromium,
+## installed as root with apt-get when missing; otherwise a note (TestStatusPageChromium skips).
+chromium:
+	@if ! command -v chromium >/dev/null 2>&1 && [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "chromium: installing Debian's chromium" >&2; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >&2; fi
+	@command -v chromium >/dev/null 2>&1 || echo "chromium: not installed; TestStatusPageChromium will skip"
+
 ## test: everything, against real PostgreSQL
-test: db-up build node-deps
+test: db-up build node-deps chromium
 	go vet ./...
 	go vet -tags bench ./bench/...
 	go test $(GO_TEST_FLAGS) ./...

@@ -214,8 +214,10 @@ func TestFunctionGrantsExact(t *testing.T) {
 		"outbox_registrar":  append([]string{"inbox.bind_consumer_role", "mailbox.register_source", "outbox.activate_delivery_set", "outbox.register_delivery_set", "outbox.register_destination", "outbox.set_retry_policy"}, jcs...),
 		"outbox_producer":   append([]string{"outbox.append_event", "outbox.append_events"}, jcs...),
 		"outbox_dispatcher": append([]string{"outbox.ack_deliveries", "outbox.ack_delivery", "outbox.active_delivery_set", "outbox.claim_deliveries", "outbox.delivery_stats", "outbox.quarantine_deliveries", "outbox.quarantine_delivery", "outbox.recover_expired_leases", "outbox.redelivery_stats", "outbox.renew_lease", "outbox.retry_deliveries", "outbox.retry_delivery"}, jcs...),
-		"outbox_consumer":   append([]string{"inbox.observe_revision", "inbox.read_receipt", "inbox.record_receipt"}, jcs...),
-		"outbox_auditor":    append([]string{"inbox.verify_receipt_digests", "mailbox.pipeline_status", "outbox.active_delivery_set", "outbox.archive_integrity_problems", "outbox.delivery_stats", "outbox.preview_redelivery", "outbox.redelivery_stats", "outbox.verify_ack_digests", "outbox.verify_archive_run", "outbox.verify_event_digests"}, jcs...),
+		// R-OP-1: inbox.record_projection_ids (the projector's exact-id index, in its transaction)
+		"outbox_consumer": append([]string{"inbox.observe_revision", "inbox.read_receipt", "inbox.record_projection_ids", "inbox.record_receipt"}, jcs...),
+		// R-OP-2, R-OP-3: the read model is the auditor's only (the dispatcher may not call it)
+		"outbox_auditor": append([]string{"inbox.verify_receipt_digests", "mailbox.pipeline_status", "outbox.active_delivery_set", "outbox.archive_integrity_problems", "outbox.check_completeness", "outbox.delivery_stats", "outbox.preview_redelivery", "outbox.read_manifest", "outbox.redelivery_stats", "outbox.search_exact_id", "outbox.take_completeness_snapshot", "outbox.verify_ack_digests", "outbox.verify_archive_run", "outbox.verify_event_digests"}, jcs...),
 		// R-AK-10: the controlled-recovery functions only (no JCS functions, no table)
 		"outbox_operator": {"outbox.preview_redelivery", "outbox.redeliver_quarantined"},
 		// R-RT-1: the retention functions only (no JCS, no table)

@@ -11,6 +11,8 @@
 //	outboxctl [-db URL] quarantine list | preview D EVENT | redeliver D EVENT --case C --reason TEXT --key K [--yes]
 //	outboxctl [-db URL] archive run [-older-than DUR] [-max-rows N] [-batches K] | verify RUN_ID
 //	outboxctl [-db URL] archive holds list | set EVENT_ID REASON | release EVENT_ID
+//	outboxctl [-db URL] proof take [-inbox-db URL] [SCOPE_JSON] | check MANIFEST_ID | show MANIFEST_ID | search KIND ID
+//	outboxctl [-db URL] serve [-listen 127.0.0.1:8089]
 //	outboxctl [-db URL] bootstrap SOURCE VERSION SCHEMA ALGORITHM DIGEST [-max-rows N] [-once]
 //	outboxctl [-db URL] mailbox status SOURCE | mailbox resolve SOURCE MSG_ID RESOLUTION NOTE
 //
@@ -48,6 +50,13 @@ commands:
   archive holds list                       legal holds with their audit (as outbox_auditor)
   archive holds set EVENT_ID REASON | release EVENT_ID
                                            place / release a legal hold (as outbox_retention)
+  proof take [-inbox-db URL] [SCOPE_JSON]  completeness proof of the scope (default {}) (as outbox_auditor);
+                                           -inbox-db: the projector's inbox is another database (two-part proof)
+  proof check MANIFEST_ID                  re-check a proof against the current state
+  proof show MANIFEST_ID                   print the CompletenessProofManifest@1 document
+  proof search KIND ID                     exact-id search (eventId, operationId, correlationId, runId,
+                                           reservationId, causationId)
+  serve [-listen 127.0.0.1:8089]           read-only status page /status and read-model /metrics (as outbox_auditor)
   bootstrap SOURCE VERSION SCHEMA ALGORITHM DIGEST [-max-rows 10000] [-once]
                                            import a legacy event table (as outbox_owner; docs/migrations.md)
   mailbox status SOURCE | mailbox resolve SOURCE MSG_ID RESOLUTION NOTE   mailbox pipeline (docs/mailbox.md)
@@ -101,6 +110,10 @@ func run(ctx context.Context, dsn string, args []string, out io.Writer) error {
 		return runArchive(ctx, dsn, args[1:], out)
 	case "bootstrap":
 		return runBootstrap(ctx, dsn, args[1:], out)
+	case "proof":
+		return runProof(ctx, dsn, args[1:], out)
+	case "serve":
+		return runServe(ctx, dsn, args[1:], out)
 	case "mailbox":
 		return runMailbox(ctx, dsn, args[1:], out)
 	}

@@ -43,6 +43,15 @@ CREATE TABLE IF NOT EXISTS __schema__.pending_unlinked_reservations (
 );
 CREATE INDEX IF NOT EXISTS pending_unlinked_open ON __schema__.pending_unlinked_reservations (operation_id) WHERE linked_at IS NULL;
 
+-- Linking evidence (R-OP-1): a wallet-first reservation links to its run only when its
+-- causationId is the run event's id and its tenant equals the run's (not only shared ids).
+ALTER TABLE __schema__.operations ADD COLUMN IF NOT EXISTS tenant_kind text;
+ALTER TABLE __schema__.pending_unlinked_reservations ADD COLUMN IF NOT EXISTS causation_id text;
+ALTER TABLE __schema__.pending_unlinked_reservations ADD COLUMN IF NOT EXISTS tenant_kind text;
+ALTER TABLE __schema__.pending_unlinked_reservations ADD COLUMN IF NOT EXISTS tenant_id text;
+ALTER TABLE __schema__.pending_unlinked_reservations ADD COLUMN IF NOT EXISTS workspace_id text;
+ALTER TABLE __schema__.pending_unlinked_reservations ADD COLUMN IF NOT EXISTS run_id text;
+
 -- One row per applied event; applied_count > 1 would be a double effect (tests assert 1).
 CREATE TABLE IF NOT EXISTS __schema__.effects (
     event_id      uuid PRIMARY KEY,

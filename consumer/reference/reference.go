@@ -71,7 +71,7 @@ type Spec struct {
 	// Schema holds the consumer's domain tables.
 	Schema string
 	ddl    string
-	apply  func(schema string) consumer.ApplyFunc
+	apply  func(s Spec, schema string) consumer.ApplyFunc
 }
 
 // All returns the four reference consumers.
@@ -151,7 +151,7 @@ func (s Spec) Config(pool consumer.TxBeginner) consumer.Config {
 		Pool: pool, Destination: s.Destination, ConsumerName: s.ConsumerName, ReceiptKind: s.Kind,
 		ProjectionName: s.ProjectionName, ProjectionVersion: s.ProjectionVersion,
 		SupportedEvents: append([]consumer.EventKey(nil), s.Events...), Ordered: s.Ordered,
-		Apply: s.apply(pgx.Identifier{s.Schema}.Sanitize()),
+		Apply: s.apply(s, pgx.Identifier{s.Schema}.Sanitize()),
 	}
 }
 
@@ -174,7 +174,7 @@ ON CONFLICT (event_id) DO UPDATE SET applied_count = e.applied_count + 1`, ev.Ev
 }
 
 // recorderApply records what the consumer received.
-func recorderApply(schema string) consumer.ApplyFunc {
+func recorderApply(_ Spec, schema string) consumer.ApplyFunc {
 	return func(ctx context.Context, tx pgx.Tx, ev consumer.Event) (consumer.ReceiptFields, error) {
 		_, err := tx.Exec(ctx, `INSERT INTO `+schema+`.received_events
     (event_id, event_type, event_schema_version, aggregate_id, aggregate_revision, envelope_sha256, occurred_at)

@@ -6,6 +6,7 @@ package scenario
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 
@@ -85,6 +86,10 @@ func (p Producer) Runs(ctx context.Context, from, to int) error {
 		run := fmt.Sprintf("run-%s-%d", p.Prefix, r)
 		created := p.event(r, "run.created@2.0", "2.0", run, 1, fmt.Sprintf(`{"runId":%q,"model":"m-large","maxCost":"25.00"}`, run))
 		wallet := p.event(r, "wallet.reserved@2.0", "2.0", "wallet-"+run, 1, fmt.Sprintf(`{"runId":%q,"reservationId":"res-%s-%d","amount":"25.00","currency":"EUR"}`, run, p.Prefix, r))
+		// The run event causes the reservation (seed 002: wallet v2 causationId is the run
+		// event's id); the projector links them only on that causation and the same tenant.
+		created.EventID = newUUID()
+		wallet.CausationID = created.EventID
 		if r%2 == 1 { // wallet first: the projector must wait for the run, never invent an operation
 			if err := p.appendTx(ctx, wallet); err != nil {
 				return err
@@ -147,4 +152,15 @@ func Produce(ctx context.Context, conn Beginner, runs int) (int, error) {
 		return count, err
 	}
 	return count, nil
+}
+
+// newUUID returns a random (version 4) UUID, lower-case.
+func newUUID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }

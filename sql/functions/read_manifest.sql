@@ -1,0 +1,17 @@
+-- outbox.read_manifest(manifest_id uuid) RETURNS json
+-- Purpose (SPEC R-OP-2): the stored CompletenessProofManifest@1 document (its canonical text as
+--   json: byte-identical to what manifest_sha256 covers); NULL for an unknown id.
+-- Locking: none. SQLSTATEs: none. Caller: outbox_auditor.
+CREATE FUNCTION outbox.read_manifest(p_manifest_id uuid)
+RETURNS json
+LANGUAGE sql
+SECURITY DEFINER
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    SELECT c.document::json FROM outbox.completeness_manifests AS c WHERE c.manifest_id = p_manifest_id
+$fn$;
+COMMENT ON FUNCTION outbox.read_manifest(uuid) IS
+    'The CompletenessProofManifest@1 document of a proof, canonical text as json (NULL for an unknown id) (SPEC R-OP-2). Caller: outbox_auditor.';
+REVOKE ALL ON FUNCTION outbox.read_manifest(uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION outbox.read_manifest(uuid) TO outbox_auditor;

@@ -1,0 +1,88 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/oceanway/pgoutbox/consumer/reference"
+	"github.com/oceanway/pgoutbox/internal/config"
+	"github.com/oceanway/pgoutbox/internal/readmodel"
+	"github.com/oceanway/pgoutbox/internal/scenario"
+	"github.com/oceanway/pgoutbox/internal/testdb"
+	"github.com/oceanway/pgoutbox/internal/transport"
+)
+
+// R-OP-2: the projector's inbox in ANOTHER database. The Go companion snapshots the producer
+// (stored manifest) and then the inbox; the two-part proof is complete when every acknowledged
+// projection delivery has its receipt (same envelope digest) in the inbox and no gap is open.
+// A receipt lost at the projector (a restore) leaves the producer's own proof complete - its
+// evidence is the verified ack - but turns the two-part proof stale, and a new one partial with
+// the receipt anti-join naming the event.
+func TestCompletenessTwoDatabases(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	prodDB := rmSetup(t) // producer database
+	kb := ckSetup(t)     // the consumers' database (inbox + reference schemas)
+	inboxAud := testdb.Conn(t, kb.dsn, "outbox_auditor")
+	trs := map[string]transport.Transport{}
+	dests := map[string]config.Destination{}
+	for _, spec := range reference.All() {
+		kit := kb.kit(t, spec.ConsumerName, nil)
+		trs[spec.Destination] = transport.Func(kit.Deliver)
+		dests[spec.Destination] = config.Destination{Transport: config.TransportInProcess, Auth: config.AuthNone}
+	}
+	d := dpStart(t, &dpDB{dsn: prodDB.dsn, admin: prodDB.admin}, dpConfig("rm-two", dests), trs)
+	p := scenario.Producer{Conn: testdb.Conn(t, prodDB.dsn, "outbox_producer"), Prefix: "two"}
+	must(t, p.Runs(ctx, 1, 3))
+	dpEventually(t, "drained", func() bool {
+		return dxInt(t, prodDB.admin, `SELECT count(*) FROM outbox.outbox_deliveries WHERE status <> 'acknowledged'`) == 0
+	})
+	must(t, d.stop(t))
+
+	proof, err := readmodel.TakeTwoPart(ctx, prodDB.aud, inboxAud, json.RawMessage(`{}`))
+	must(t, err)
+	if proof.Status != rmComplete || proof.Producer.Status != rmComplete {
+		t.Fatalf("two-part proof: %s (producer %s): %s", proof.Status, proof.Producer.Status, proof.Document)
+	}
+	if f, r, err := readmodel.CheckTwoPart(ctx, prodDB.aud, inboxAud, proof); err != nil || f != "verified_current" {
+		t.Fatalf("fresh two-part proof: %s %s %v", f, r, err)
+	}
+	again, err := readmodel.TakeTwoPart(ctx, prodDB.aud, inboxAud, json.RawMessage(`{}`))
+	must(t, err)
+	if again.SHA256 != proof.SHA256 {
+		t.Fatal("same state, different two-part digests")
+	}
+
+	// A receipt lost at the projector.
+	var lost string
+	must(t, kb.pool.QueryRow(ctx, `SELECT event_id::text FROM inbox.inbox_receipts WHERE consumer_name = 'operations_projector' ORDER BY event_id LIMIT 1`).Scan(&lost))
+	tx, err := kb.pool.Begin(ctx)
+	must(t, err)
+	for _, q := range []string{`SET LOCAL session_replication_role = replica`,
+		`DELETE FROM inbox.inbox_receipts WHERE consumer_name = 'operations_projector' AND event_id = '` + lost + `'`} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(t, tx.Commit(ctx))
+	if f, r, err := readmodel.CheckTwoPart(ctx, prodDB.aud, inboxAud, proof); err != nil || f != "stale" || r != "source_changed" {
+		t.Fatalf("after a lost receipt: %s %s %v", f, r, err)
+	}
+	if f := rmCheck(t, prodDB.aud, proof.Producer.ManifestID); f != "verified_current" {
+		t.Fatalf("the producer's part alone: %s", f)
+	}
+	partial, err := readmodel.TakeTwoPart(ctx, prodDB.aud, inboxAud, json.RawMessage(`{}`))
+	must(t, err)
+	var doc struct {
+		Parts []struct {
+			ReceiptAntiJoin *struct {
+				Count int `json:"count"`
+			} `json:"receiptAntiJoin"`
+		} `json:"parts"`
+	}
+	must(t, json.Unmarshal(partial.Document, &doc))
+	if partial.Status != rmPartial || len(doc.Parts) != 2 || doc.Parts[1].ReceiptAntiJoin == nil || doc.Parts[1].ReceiptAntiJoin.Count != 1 {
+		t.Fatalf("after a lost receipt: %s %s", partial.Status, partial.Document)
+	}
+}
