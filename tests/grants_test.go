@@ -217,7 +217,7 @@ func TestFunctionGrantsExact(t *testing.T) {
 		// R-OP-1: inbox.record_projection_ids (the projector's exact-id index, in its transaction)
 		"outbox_consumer": append([]string{"inbox.observe_revision", "inbox.read_receipt", "inbox.record_projection_ids", "inbox.record_receipt"}, jcs...),
 		// R-OP-2, R-OP-3: the read model is the auditor's only (the dispatcher may not call it)
-		"outbox_auditor": append([]string{"inbox.verify_receipt_digests", "mailbox.pipeline_status", "outbox.active_delivery_set", "outbox.archive_integrity_problems", "outbox.check_completeness", "outbox.delivery_stats", "outbox.preview_redelivery", "outbox.read_manifest", "outbox.redelivery_stats", "outbox.search_exact_id", "outbox.take_completeness_snapshot", "outbox.verify_ack_digests", "outbox.verify_archive_run", "outbox.verify_event_digests"}, jcs...),
+		"outbox_auditor": append([]string{"inbox.verify_receipt_digests", "mailbox.pipeline_status", "outbox.active_delivery_set", "outbox.archive_integrity_problems", "outbox.check_completeness", "outbox.delivery_stats", "outbox.preview_redelivery", "outbox.read_manifest", "outbox.record_two_part_proof", "outbox.redelivery_stats", "outbox.search_exact_id", "outbox.take_completeness_snapshot", "outbox.verify_ack_digests", "outbox.verify_archive_run", "outbox.verify_event_digests"}, jcs...),
 		// R-AK-10: the controlled-recovery functions only (no JCS functions, no table)
 		"outbox_operator": {"outbox.preview_redelivery", "outbox.redeliver_quarantined"},
 		// R-RT-1: the retention functions only (no JCS, no table)

@@ -3,10 +3,12 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/oceanway/pgoutbox/consumer/reference"
 	"github.com/oceanway/pgoutbox/internal/config"
+	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/readmodel"
 	"github.com/oceanway/pgoutbox/internal/scenario"
 	"github.com/oceanway/pgoutbox/internal/testdb"
@@ -14,7 +16,9 @@ import (
 )
 
 // R-OP-2: the projector's inbox in ANOTHER database. The Go companion snapshots the producer
-// (stored manifest) and then the inbox; the two-part proof is complete when every acknowledged
+// (stored manifest) and then the inbox, and records the two-part document beside the manifest
+// (immutable, content-addressed, its status checked against its guards by the database); the
+// two-part proof is complete when every acknowledged
 // projection delivery has its receipt (same envelope digest) in the inbox and no gap is open.
 // A receipt lost at the projector (a restore) leaves the producer's own proof complete - its
 // evidence is the verified ack - but turns the two-part proof stale, and a new one partial with
@@ -52,6 +56,40 @@ func TestCompletenessTwoDatabases(t *testing.T) {
 	must(t, err)
 	if again.SHA256 != proof.SHA256 {
 		t.Fatal("same state, different two-part digests")
+	}
+
+	// Each part is recorded in the producer database: the two-part document, immutable and
+	// content-addressed, bound to the stored producer manifest (one row for both takes).
+	stored, found, err := pgcall.ReadTwoPartProof(ctx, prodDB.aud, proof.SHA256)
+	if err != nil || !found || stored.Status != rmComplete || string(stored.Document) != string(proof.Document) {
+		t.Fatalf("stored two-part proof: found %v status %s err %v", found, stored.Status, err)
+	}
+	if n := dxInt(t, prodDB.admin, `SELECT count(*)::int FROM outbox.completeness_two_part_proofs`); n != 1 {
+		t.Fatalf("%d stored two-part proofs, want 1", n)
+	}
+	for _, q := range []string{`UPDATE outbox.completeness_two_part_proofs SET status = 'unknown'`,
+		`DELETE FROM outbox.completeness_two_part_proofs`, `TRUNCATE outbox.completeness_two_part_proofs`} {
+		_, err := testdb.Conn(t, prodDB.dsn, "outbox_owner").Exec(ctx, q)
+		shWant(t, err, "OB202", q)
+	}
+	// The database refuses a two-part document whose status does not follow from its guards, or
+	// that names no stored manifest; only the auditor records one.
+	var forged map[string]any
+	must(t, json.Unmarshal(proof.Document, &forged))
+	forged["parts"].([]any)[1].(map[string]any)["receiptAntiJoin"].(map[string]any)["count"] = 1
+	fb, _ := json.Marshal(forged)
+	_, err = pgcall.RecordTwoPartProof(ctx, prodDB.aud, fb)
+	shWant(t, err, "22023", "complete status with a non-zero anti-join")
+	forged["parts"].([]any)[1].(map[string]any)["receiptAntiJoin"].(map[string]any)["count"] = 0
+	forged["parts"].([]any)[0].(map[string]any)["manifestSha256"] = strings.Repeat("0", 64)
+	fb, _ = json.Marshal(forged)
+	_, err = pgcall.RecordTwoPartProof(ctx, prodDB.aud, fb)
+	shWant(t, err, "22023", "unknown producer manifest")
+	_, err = pgcall.RecordTwoPartProof(ctx, prodDB.disp, proof.Document)
+	shWant(t, err, "42501", "dispatcher records a two-part proof")
+	if f, r, err := readmodel.CheckTwoPart(ctx, prodDB.aud, inboxAud, readmodel.TwoPartProof{Producer: proof.Producer,
+		Document: fb, SHA256: strings.Repeat("1", 64)}); err != nil || f != "unverified" {
+		t.Fatalf("a two-part proof never recorded: %s %s %v", f, r, err)
 	}
 
 	// A receipt lost at the projector.

@@ -125,9 +125,22 @@ VALUES ($1::uuid, $2::text, $3::text, $4::text, $5::text, $6::text, $7::bigint, 
 
 var errRefinement = errors.New("envelope lacks the fields its pair requires (R-AP-7)")
 
+// lockOperation serializes the run.created and wallet.reserved of one operation on a row of
+// operation_locks (created on first use): whichever commits first, the other sees it (R-OP-1).
+func lockOperation(ctx context.Context, tx pgx.Tx, schema, operationID string) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO `+schema+`.operation_locks (operation_id) VALUES ($1::text) ON CONFLICT DO NOTHING`, operationID); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, `SELECT 1 FROM `+schema+`.operation_locks WHERE operation_id = $1::text FOR UPDATE`, operationID)
+	return err
+}
+
 func runCreated(ctx context.Context, tx pgx.Tx, s Spec, schema string, ev consumer.Event) (string, error) {
 	if ev.OperationID == "" || ev.CorrelationID == "" {
 		return "", consumer.Reject(consumer.CodeEnvelopeInvalid, "run_created_refinement", errRefinement)
+	}
+	if err := lockOperation(ctx, tx, schema, ev.OperationID); err != nil {
+		return "", err
 	}
 	tag, err := tx.Exec(ctx, `INSERT INTO `+schema+`.operations
     (operation_id, run_id, correlation_id, tenant_id, workspace_id, created_event_id, occurred_at, tenant_kind)
@@ -197,6 +210,9 @@ RETURNING event_id::text, reservation_id, aggregate_revision, occurred_at`, ev.O
 func walletReserved(ctx context.Context, tx pgx.Tx, s Spec, schema string, ev consumer.Event) (string, error) {
 	if ev.OperationID == "" || ev.CorrelationID == "" || ev.CausationID == "" {
 		return "", consumer.Reject(consumer.CodeEnvelopeInvalid, "wallet_reserved_refinement", errRefinement)
+	}
+	if err := lockOperation(ctx, tx, schema, ev.OperationID); err != nil {
+		return "", err
 	}
 	// The run of this operation, if projected: link only on proven causation and tenant.
 	var causedBy, tkind, tid, ws, corr string

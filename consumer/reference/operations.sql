@@ -58,3 +58,12 @@ CREATE TABLE IF NOT EXISTS __schema__.effects (
     event_type    text NOT NULL,
     applied_count integer NOT NULL
 );
+
+-- One lock row per operation id (not an operation: only a key to serialize on). run.created and
+-- wallet.reserved of one operation take it first, so a reservation delivered at the same moment
+-- as its run cannot miss it in both directions (each would otherwise not see the other's
+-- uncommitted row and the reservation would wait unlinked forever). Row lock, never an
+-- advisory key (R-SEC-5).
+CREATE TABLE IF NOT EXISTS __schema__.operation_locks (
+    operation_id text PRIMARY KEY
+);

@@ -1,6 +1,7 @@
 package readmodel
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -54,8 +55,9 @@ func mustCanon(b []byte) []byte {
 	return c
 }
 
-// TakeTwoPart takes the producer's proof of scope (stored by take_completeness_snapshot) and
-// then snapshots the projector's inbox database; both connections run as outbox_auditor.
+// TakeTwoPart takes the producer's proof of scope (stored by take_completeness_snapshot), then
+// snapshots the projector's inbox database, and records the two-part document in the producer
+// database (outbox.record_two_part_proof); both connections run as outbox_auditor.
 func TakeTwoPart(ctx context.Context, producer, inbox *pgx.Conn, scope json.RawMessage) (TwoPartProof, error) {
 	ptx, err := producer.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 	if err != nil {
@@ -77,13 +79,34 @@ func TakeTwoPart(ctx context.Context, producer, inbox *pgx.Conn, scope json.RawM
 	if err := ptx.Commit(ctx); err != nil {
 		return TwoPartProof{}, err
 	}
-	return inboxPart(ctx, inbox, s, doc, acks)
+	p, err := inboxPart(ctx, inbox, s, doc, acks)
+	if err != nil {
+		return TwoPartProof{}, err
+	}
+	// kept beside the producer's manifest, immutable and content-addressed: the database checks
+	// the binding and that the status follows from the guards (outbox.record_two_part_proof)
+	sha, err := pgcall.RecordTwoPartProof(ctx, producer, p.Document)
+	if err != nil {
+		return TwoPartProof{}, err
+	}
+	if sha != p.SHA256 {
+		return TwoPartProof{}, fmt.Errorf("two-part proof: the database digests it as %s, Go as %s", sha, p.SHA256)
+	}
+	return p, nil
 }
 
-// CheckTwoPart re-checks a two-part proof: the producer's part with check_completeness; when
+// CheckTwoPart re-checks a two-part proof: it must be the one recorded in the producer database
+// (else unverified, no_completed_snapshot); the producer's part with check_completeness; when
 // that is verified_current, the inbox part is rebuilt from a new inbox snapshot and compared by
 // digest. Returns freshness and reason as check_completeness does.
 func CheckTwoPart(ctx context.Context, producer, inbox *pgx.Conn, p TwoPartProof) (string, string, error) {
+	stored, found, err := pgcall.ReadTwoPartProof(ctx, producer, p.SHA256)
+	if err != nil {
+		return "", "", err
+	}
+	if !found || !bytes.Equal(stored.Document, p.Document) {
+		return "unverified", "no_completed_snapshot", nil
+	}
 	f, err := pgcall.CheckCompleteness(ctx, producer, p.Producer.ManifestID)
 	if err != nil {
 		return "", "", err
