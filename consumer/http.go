@@ -3,7 +3,6 @@ package consumer
 import (
 	"bytes"
 	"crypto/hmac"
-	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
@@ -137,9 +136,7 @@ func (c *Consumer) authenticate(w http.ResponseWriter, r *http.Request) ([]byte,
 		}
 		return body, "", 0
 	}
-	m := hmac.New(sha256.New, c.cfg.HMACSecret)
-	m.Write(wire.SigningString(ts, r.Header, body))
-	if !hmac.Equal(mac, m.Sum(nil)) {
+	if !hmac.Equal(mac, wire.RequestMAC(c.cfg.HMACSecret, ts, r.Header, body)) {
 		return nil, "", http.StatusUnauthorized
 	}
 	// Remembered until it would be stale anyway; a second use within the window is a replay.
@@ -182,9 +179,7 @@ func validBodySignature(secret, body []byte, header string) bool {
 	if err != nil {
 		return false
 	}
-	m := hmac.New(sha256.New, secret)
-	m.Write(body)
-	return hmac.Equal(got, m.Sum(nil))
+	return hmac.Equal(got, wire.BodyMAC(secret, body))
 }
 
 // replayCache remembers accepted v1 signatures until their timestamp + window (R-SEC-5). Only

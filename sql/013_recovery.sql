@@ -3,7 +3,9 @@
 -- audit row - no skip, no forced success, no payload edit, no arbitrary replay).
 -- The role is created first, as the connecting user (roles are cluster-wide; the owner cannot
 -- create roles); everything else runs as outbox_owner.
-{{ template "roles/create_operator_role.sql" . }}
+-- outbox_operator may call the recovery functions of R-AK-10 and nothing else (the grants are
+-- in those functions' files); operators grant it to the login users who handle cases.
+{{ template "roles/create_group_role.sql" "outbox_operator" }}
 
 SET LOCAL ROLE outbox_owner;
 GRANT USAGE ON SCHEMA outbox TO outbox_operator;

@@ -14,7 +14,9 @@
 -- take short locks on the hot tables (no rewrite, no backfill).
 
 -- Roles are cluster-wide and need CREATEROLE: created before switching to the owner.
-{{ template "roles/create_retention_role.sql" . }}
+-- outbox_retention runs the audited archive procedure and sets/releases legal holds: EXECUTE on
+-- those functions only (granted in each function file) and USAGE on schema outbox.
+{{ template "roles/create_group_role.sql" "outbox_retention" }}
 
 SET LOCAL ROLE outbox_owner;
 

@@ -5,7 +5,10 @@
 -- outbox_owner with a pinned search_path; nothing is granted to PUBLIC. Role outbox_mailbox
 -- calls everything but register_source (outbox_registrar); outbox_auditor calls
 -- pipeline_status and reads the tables.
-{{ template "roles/create_mailbox_role.sql" . }}
+-- outbox_mailbox: the pump's login user is granted it (with outbox_producer: its handler
+-- appends events).
+{{ template "roles/create_group_role.sql" "outbox_mailbox" }}
+{{ template "roles/mailbox_read_all_stats.sql" . }}
 
 SET LOCAL ROLE outbox_owner;
 

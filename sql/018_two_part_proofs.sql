@@ -17,24 +17,12 @@ COMMENT ON TABLE outbox.completeness_two_part_proofs IS
     'Immutable, content-addressed CompletenessProofTwoPart documents (producer manifest + projector inbox part), SPEC R-OP-2; UPDATE/DELETE/TRUNCATE raise OB202.';
 REVOKE ALL ON outbox.completeness_two_part_proofs FROM PUBLIC;
 GRANT SELECT ON outbox.completeness_two_part_proofs TO outbox_auditor;
-CREATE FUNCTION outbox.tg_completeness_two_part_proofs__immutable()
-RETURNS trigger
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $fn$
-BEGIN
-    RAISE EXCEPTION 'outbox.completeness_two_part_proofs is immutable'
-        USING ERRCODE = 'OB202',
-              DETAIL = pg_catalog.format('%s on outbox.completeness_two_part_proofs is not allowed: a proof is content-addressed and never changes', TG_OP);
-END
-$fn$;
-REVOKE ALL ON FUNCTION outbox.tg_completeness_two_part_proofs__immutable() FROM PUBLIC;
 CREATE TRIGGER tg_completeness_two_part_proofs__immutable
     BEFORE UPDATE OR DELETE ON outbox.completeness_two_part_proofs
-    FOR EACH ROW EXECUTE FUNCTION outbox.tg_completeness_two_part_proofs__immutable();
+    FOR EACH ROW EXECUTE FUNCTION outbox.tg_outbox_archive__immutable();
 CREATE TRIGGER tg_completeness_two_part_proofs__no_truncate
     BEFORE TRUNCATE ON outbox.completeness_two_part_proofs
-    FOR EACH STATEMENT EXECUTE FUNCTION outbox.tg_completeness_two_part_proofs__immutable();
+    FOR EACH STATEMENT EXECUTE FUNCTION outbox.tg_outbox_archive__immutable();
 
 {{ template "functions/record_two_part_proof.sql" . }}
 

@@ -60,7 +60,7 @@ func TestMailboxBackfillFourOutcomes(t *testing.T) {
 
 	// record_backfill refuses a row owing nothing (pending) and changes nothing.
 	_, err := pgcall.RecordBackfill(ctx, b.api, mbxSource, 5, pgcall.BackfillWritten)
-	mbxWantState(t, err, "OB402")
+	dxWantState(t, err, "OB402")
 
 	p, pc, m := b.pump(nil)
 	if err := p.Acquire(ctx); err != nil {
@@ -130,9 +130,9 @@ func TestMailboxBackfillFourOutcomes(t *testing.T) {
 	}
 	// The operator resolves (outboxctl mailbox resolve): audited, then archivable.
 	err = pgcall.ResolveAbandoned(ctx, b.api, mbxSource, 1, "marked_manually", "n")
-	mbxWantState(t, err, "OB402")
+	dxWantState(t, err, "OB402")
 	err = pgcall.ResolveAbandoned(ctx, b.api, mbxSource, 3, "not_needed", " ")
-	mbxWantState(t, err, "22023")
+	dxWantState(t, err, "22023")
 	if err := pgcall.ResolveAbandoned(ctx, b.api, mbxSource, 3, "not_needed", "mailbox row purged upstream, case 17"); err != nil {
 		t.Fatal(err)
 	}

@@ -283,7 +283,7 @@ func TestMailboxCompatRowAboveWatermarkWaits(t *testing.T) {
 	}
 	// An id at or below W that was never seen (below the start) is refused and changes nothing.
 	_, err := pgcall.RecordDiscovery(ctx, b.api, mbxSource, []pgcall.MailboxRow{{MsgID: 50, Message: []byte(`{}`)}})
-	mbxWantState(t, err, "22023")
+	dxWantState(t, err, "22023")
 }
 
 // R-MX-5, R-MX-1 (seed INV-5 "terminal-but-unmarked rows do not block discovery"): while the
@@ -366,7 +366,7 @@ func TestMailboxDiscoveryBadInput(t *testing.T) {
 		t.Fatalf("bad input changed state: %d rows, W %d", n, b.status().Watermark)
 	}
 	_, err := pgcall.RecordDiscovery(ctx, b.api, "no-such-source", nil)
-	mbxWantState(t, err, "22023")
+	dxWantState(t, err, "22023")
 }
 
 // R-MX-1, R-MX-5 (seed INV-1 "five facts, asserted at the interface"): landed / enqueued /

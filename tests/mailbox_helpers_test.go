@@ -277,13 +277,6 @@ func (b *mbx) claim(db pgcall.DBTX) *pgcall.Head {
 	return h
 }
 
-func mbxWantState(t *testing.T, err error, state string) {
-	t.Helper()
-	if got := pgcall.SQLState(err); got != state {
-		t.Fatalf("got error %v (SQLSTATE %q), want SQLSTATE %s", err, got, state)
-	}
-}
-
 // gaugeValue reads one source's gauge.
 func gaugeValue(t *testing.T, g *prometheus.GaugeVec, source string) float64 {
 	t.Helper()

@@ -137,9 +137,9 @@ func TestMailboxFailHeadBackoffAndDeadLetter(t *testing.T) {
 			t.Fatalf("attempt %d: head %+v", attempt, h)
 		}
 		_, err := pgcall.FailHead(ctx, b.api, mbxSource, h.MsgID, "00000000-0000-4000-8000-000000000000", "consumer_unavailable")
-		mbxWantState(t, err, "OB001")
+		dxWantState(t, err, "OB001")
 		_, err = pgcall.FailHead(ctx, b.api, mbxSource, h.MsgID, h.LeaseToken, "no_such_code")
-		mbxWantState(t, err, "22023")
+		dxWantState(t, err, "22023")
 		res, err := pgcall.FailHead(ctx, b.api, mbxSource, h.MsgID, h.LeaseToken, "consumer_unavailable")
 		if err != nil {
 			t.Fatal(err)
@@ -182,7 +182,7 @@ func TestMailboxFailHeadBackoffAndDeadLetter(t *testing.T) {
 		t.Fatalf("non-retryable: %s %v", res, err)
 	}
 	err := pgcall.CompleteHead(ctx, b.api, mbxSource, 2, h.LeaseToken, pgcall.HeadSucceeded, nil)
-	mbxWantState(t, err, "OB402")
+	dxWantState(t, err, "OB402")
 	if s := b.status(); s.DeadLetters != 2 || s.HeadMsgID != nil {
 		t.Fatalf("status %+v", s)
 	}
@@ -237,7 +237,7 @@ func TestMailboxDeliveryFailureLeavesSucceeded(t *testing.T) {
 		t.Fatalf("owner's revert of a terminal state: %v", err)
 	}
 	err := pgcall.CompleteHead(ctx, pc, mbxSource, 1, "00000000-0000-4000-8000-000000000000", pgcall.HeadDead, strPtr("x"))
-	mbxWantState(t, err, "OB402")
+	dxWantState(t, err, "OB402")
 	// The mark is never overwritten: a second mark attempt leaves the first timestamp.
 	var t1, t2 time.Time
 	if err := b.box.QueryRow(ctx, `SELECT processed_at FROM legacy.mailbox WHERE msg_id = 1`).Scan(&t1); err != nil {

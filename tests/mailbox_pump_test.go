@@ -88,7 +88,7 @@ func TestMailboxSecondInstanceRefusedAndDrain(t *testing.T) {
 			return pgcall.CompleteHead(ctx, b.api, mbxSource, 1, "00000000-0000-4000-8000-000000000000", pgcall.HeadSucceeded, nil)
 		},
 	} {
-		mbxWantState(t, call(), "OB403")
+		dxWantState(t, call(), "OB403")
 	}
 	if _, err := pgcall.GetPipelineStatus(ctx, b.api, mbxSource); err != nil {
 		t.Fatalf("status while held: %v", err)

@@ -3,7 +3,6 @@ package tests
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/oceanway/pgoutbox/internal/config"
@@ -24,18 +22,10 @@ import (
 	"github.com/oceanway/pgoutbox/wire"
 )
 
-// shSQLState is the SQLSTATE of err ("" when err is not a PostgreSQL error).
-func shSQLState(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Code
-	}
-	return ""
-}
-
+// shWant fails unless err carries SQLSTATE code, naming the call that should have failed.
 func shWant(t *testing.T, err error, code, what string) {
 	t.Helper()
-	if got := shSQLState(err); got != code {
+	if got := pgcall.SQLState(err); got != code {
 		t.Fatalf("%s: want SQLSTATE %s, got %v", what, code, err)
 	}
 }
@@ -306,9 +296,15 @@ func TestCanonicalizationInputBounds(t *testing.T) {
 	_, err := pgcall.AppendEvent(ctx, prod, pgcall.AppendParams{Event: raw})
 	shWant(t, err, "OB201", "append_event with a 1025-character member name")
 	// hot path: the caller claims the text is canonical (it is, by RFC 8785's rules) - refused the same way
-	canonical := ckCanonicalLongName(t, env)
+	// Go's encoder writes this document canonically (ASCII names sorted bytewise, the long name
+	// of U+FFFF last either way, no floats): the database's canonicalizer cannot, it is over the bound
+	cb, err := json.Marshal(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	canonical := string(cb)
 	_, err = prod.Exec(ctx, `SELECT * FROM outbox.append_event($1::json, $1::text, encode(sha256(convert_to($1::text, 'UTF8')), 'hex'))`, canonical)
-	if st := shSQLState(err); st != "OB201" && st != "OB105" {
+	if st := pgcall.SQLState(err); st != "OB201" && st != "OB105" {
 		t.Fatalf("hot-path append with a 1025-character name: want OB201/OB105, got %v", err)
 	}
 	if n := ckCount(t, admin, `SELECT count(*) FROM outbox.outbox_events`); n != 0 {
@@ -319,18 +315,6 @@ func TestCanonicalizationInputBounds(t *testing.T) {
 	renv, _, doc := ckEnvelopeAndReceipt(t, receipt.Fields{"consumerOutcome": strings.Repeat("y", 70000)})
 	_, err = ckRecord(ctx, cons, ckMetering, "", 0, renv, doc.Receipt)
 	shWant(t, err, "OB002", "record_receipt with a 70 kB receipt")
-}
-
-// ckCanonicalLongName builds the RFC 8785 text of env by hand-free means: the database's own
-// canonicalizer cannot (the name is over the bound), so it is encoded with Go's encoder, whose
-// output for this document (ASCII names except the long one, sorted below) is canonical.
-func ckCanonicalLongName(t *testing.T, env map[string]any) string {
-	t.Helper()
-	b, err := json.Marshal(env) // Go sorts map keys bytewise; U+FFFF sorts last either way
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // R-SEC-5 (finding 8), D-5: retry policies are bounded - base delay at most 1 hour, cap at most

@@ -120,7 +120,7 @@ var SignedHeaders = []string{HeaderDestination, HeaderConsumer, HeaderEventID, H
 // outside the consumer's window.
 func SigningString(timestamp int64, h http.Header, body []byte) []byte {
 	sum := sha256.Sum256(body)
-	var b []byte
+	b := make([]byte, 0, 512)
 	b = append(b, SignatureVersion...)
 	b = append(b, '\n')
 	b = strconv.AppendInt(b, timestamp, 10)
@@ -129,16 +129,27 @@ func SigningString(timestamp int64, h http.Header, body []byte) []byte {
 		b = append(b, h.Get(name)...)
 	}
 	b = append(b, '\n')
-	b = append(b, hex.EncodeToString(sum[:])...)
-	return b
+	return hex.AppendEncode(b, sum[:])
+}
+
+// RequestMAC is the v1 MAC: HMAC-SHA256(secret, SigningString(timestamp, h, body)).
+func RequestMAC(secret []byte, timestamp int64, h http.Header, body []byte) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write(SigningString(timestamp, h, body))
+	return m.Sum(nil)
+}
+
+// BodyMAC is the obsolete body-only MAC: HMAC-SHA256(secret, body).
+func BodyMAC(secret, body []byte) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write(body)
+	return m.Sum(nil)
 }
 
 // SignRequest returns the HeaderSignature value of the v1 scheme for a request whose delivery
 // headers are already set in h: "t=<timestamp>,v1=<hex HMAC-SHA256(secret, SigningString)>".
 func SignRequest(secret []byte, timestamp int64, h http.Header, body []byte) string {
-	m := hmac.New(sha256.New, secret)
-	m.Write(SigningString(timestamp, h, body))
-	return "t=" + strconv.FormatInt(timestamp, 10) + ",v1=" + hex.EncodeToString(m.Sum(nil))
+	return "t=" + strconv.FormatInt(timestamp, 10) + ",v1=" + hex.EncodeToString(RequestMAC(secret, timestamp, h, body))
 }
 
 // ParseSignature splits a v1 HeaderSignature value into its timestamp and MAC. ok is false for
@@ -203,9 +214,7 @@ func SetHeaders(h http.Header, d Delivery) {
 // nor attempt (a captured request can be replayed); the dispatcher no longer sends it and the
 // consumer kit accepts it only with Config.AcceptBodyOnlySignature. Use SignRequest.
 func Sign(secret, body []byte) string {
-	m := hmac.New(sha256.New, secret)
-	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+	return "sha256=" + hex.EncodeToString(BodyMAC(secret, body))
 }
 
 // VerifyRequest reports whether h carries a valid v1 signature of body under secret and
@@ -216,7 +225,5 @@ func VerifyRequest(secret []byte, h http.Header, body []byte) (int64, bool) {
 	if !ok {
 		return 0, false
 	}
-	m := hmac.New(sha256.New, secret)
-	m.Write(SigningString(ts, h, body))
-	return ts, hmac.Equal(mac, m.Sum(nil))
+	return ts, hmac.Equal(mac, RequestMAC(secret, ts, h, body))
 }

@@ -44,11 +44,10 @@ func runMailboxDemo(ctx context.Context, server string) error {
 	}
 	defer admin.Close(ctx)
 	// The pump's role (a login user would be granted it): outbox_mailbox + outbox_producer.
-	if _, err := admin.Exec(ctx, `DO $$ BEGIN
-		IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'pgoutbox_demo_mailbox_pump') THEN
-			CREATE ROLE pgoutbox_demo_mailbox_pump NOLOGIN; END IF;
-		GRANT outbox_mailbox, outbox_producer TO pgoutbox_demo_mailbox_pump; END $$;
-		SET ROLE outbox_registrar`); err != nil {
+	if err := ensureRole(ctx, admin, "pgoutbox_demo_mailbox_pump", "outbox_mailbox", "outbox_producer"); err != nil {
+		return err
+	}
+	if _, err := admin.Exec(ctx, `SET ROLE outbox_registrar`); err != nil {
 		return err
 	}
 	if err := pgcall.RegisterMailboxSource(ctx, admin, pgcall.MailboxSourceParams{Source: "legacy-inbox",

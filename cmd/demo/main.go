@@ -419,25 +419,9 @@ func waitGaugesDrained(url string, bound time.Duration) {
 	}
 }
 
-func gaugesDrained(url string) (bool, error) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return false, err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		l := sc.Text()
-		if (strings.HasPrefix(l, "pgoutbox_pending_deliveries{") || strings.HasPrefix(l, "pgoutbox_leased_deliveries{")) &&
-			!strings.HasSuffix(l, " 0") {
-			return false, nil
-		}
-	}
-	return true, sc.Err()
-}
-
-func printMetrics(url string) error {
+// scrapeMetrics calls visit with each non-comment line of the Prometheus text at url until visit
+// returns false.
+func scrapeMetrics(url string, visit func(line string) bool) error {
 	resp, err := http.Get(url)
 	if err != nil {
 		return err
@@ -446,18 +430,35 @@ func printMetrics(url string) error {
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		l := sc.Text()
-		if strings.HasPrefix(l, "#") {
-			continue
+		if l := sc.Text(); !strings.HasPrefix(l, "#") && !visit(l) {
+			return nil
 		}
+	}
+	return sc.Err()
+}
+
+func gaugesDrained(url string) (bool, error) {
+	drained := true
+	err := scrapeMetrics(url, func(l string) bool {
+		if (strings.HasPrefix(l, "pgoutbox_pending_deliveries{") || strings.HasPrefix(l, "pgoutbox_leased_deliveries{")) &&
+			!strings.HasSuffix(l, " 0") {
+			drained = false
+		}
+		return drained
+	})
+	return drained && err == nil, err
+}
+
+func printMetrics(url string) error {
+	return scrapeMetrics(url, func(l string) bool {
 		for _, p := range []string{"pgoutbox_dispatcher_acks_total", "pgoutbox_dispatcher_retries_total",
 			"pgoutbox_dispatcher_quarantines_total", "pgoutbox_dispatcher_fencing_rejections_total", "pgoutbox_pending_deliveries"} {
 			if strings.HasPrefix(l, p) && !strings.HasSuffix(l, " 0") {
 				fmt.Println("  " + l)
 			}
 		}
-	}
-	return sc.Err()
+		return true
+	})
 }
 
 func randomHex(n int) string {
@@ -481,17 +482,28 @@ func bindConsumer(ctx context.Context, dbURL, consumerName string) error {
 		return err
 	}
 	defer c.Close(ctx)
-	role := pgx.Identifier{consumerRole(consumerName)}.Sanitize()
+	if err := ensureRole(ctx, c, consumerRole(consumerName), "outbox_consumer"); err != nil {
+		return fmt.Errorf("role for %s: %w", consumerName, err)
+	}
+	return pgcall.BindConsumerRole(ctx, c, consumerName, consumerRole(consumerName))
+}
+
+// ensureRole creates the NOLOGIN group role if it is missing (tolerating a concurrent create)
+// and grants it the given kernel roles.
+func ensureRole(ctx context.Context, c *pgx.Conn, role string, grants ...string) error {
+	id := pgx.Identifier{role}.Sanitize()
 	if _, err := c.Exec(ctx, `DO $$ BEGIN
-		IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = '`+consumerRole(consumerName)+`') THEN
-			CREATE ROLE `+role+` NOLOGIN;
+		IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = '`+role+`') THEN
+			CREATE ROLE `+id+` NOLOGIN;
 		END IF;
 	EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
 	END $$`); err != nil {
-		return fmt.Errorf("create role for %s: %w", consumerName, err)
+		return err
 	}
-	if _, err := c.Exec(ctx, `GRANT outbox_consumer TO `+role); err != nil {
-		return fmt.Errorf("grant outbox_consumer to %s: %w", consumerName, err)
+	for _, g := range grants {
+		if _, err := c.Exec(ctx, `GRANT `+pgx.Identifier{g}.Sanitize()+` TO `+id); err != nil {
+			return err
+		}
 	}
-	return pgcall.BindConsumerRole(ctx, c, consumerName, consumerRole(consumerName))
+	return nil
 }

@@ -17,20 +17,8 @@ func runBootstrap(ctx context.Context, dsn string, args []string, out io.Writer)
 	fs := flag.NewFlagSet("bootstrap", flag.ContinueOnError)
 	maxRows := fs.Int("max-rows", 10000, "legacy rows per run (one transaction, holding the append lock)")
 	once := fs.Bool("once", false, "one run only (default: runs until the source is fully handled)")
-	// flags may come after the positional arguments
-	var pos []string
-	rest := args
-	for len(rest) > 0 {
-		if err := fs.Parse(rest); err != nil {
-			return errUsage
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		rest = fs.Args()[1:]
-	}
-	if len(pos) != 5 {
+	pos, err := parseInterleaved(fs, args) // flags may come after the positional arguments
+	if err != nil || len(pos) != 5 {
 		return errUsage
 	}
 	version, err1 := strconv.Atoi(pos[1])

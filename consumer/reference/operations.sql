@@ -50,7 +50,6 @@ ALTER TABLE __schema__.pending_unlinked_reservations ADD COLUMN IF NOT EXISTS ca
 ALTER TABLE __schema__.pending_unlinked_reservations ADD COLUMN IF NOT EXISTS tenant_kind text;
 ALTER TABLE __schema__.pending_unlinked_reservations ADD COLUMN IF NOT EXISTS tenant_id text;
 ALTER TABLE __schema__.pending_unlinked_reservations ADD COLUMN IF NOT EXISTS workspace_id text;
-ALTER TABLE __schema__.pending_unlinked_reservations ADD COLUMN IF NOT EXISTS run_id text;
 
 -- One row per applied event; applied_count > 1 would be a double effect (tests assert 1).
 CREATE TABLE IF NOT EXISTS __schema__.effects (

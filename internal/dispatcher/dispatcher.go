@@ -378,7 +378,7 @@ func (d *Dispatcher) handle(r pgcall.ClaimedDelivery, claimedAt time.Time) {
 	delivery, code := verify(r)
 	if code != "" {
 		j.log.Warn("envelope verification failed; quarantining", "error_code", code)
-		d.quarantine(j, code)
+		d.quarantineRef(j, code, "")
 		return
 	}
 
@@ -603,11 +603,17 @@ func (d *Dispatcher) ack(j *job, res wire.Result) {
 	}
 }
 
-func (d *Dispatcher) retry(j *job, code, ref string) {
-	var refp *string
+// refPtr is the sanitized ref for an outcome call, nil when none survives (dropped whole when it
+// breaks the ref rule).
+func refPtr(ref string) *string {
 	if ref = transport.SanitizeRef(ref); ref != "" {
-		refp = &ref
+		return &ref
 	}
+	return nil
+}
+
+func (d *Dispatcher) retry(j *job, code, ref string) {
+	refp := refPtr(ref)
 	state, err := record(d, j, d.out.retries, pgcall.RetryItem{Fence: j.fence, ErrorCode: code, ErrorRef: refp},
 		func(ctx context.Context) (string, error) {
 			return pgcall.RetryDelivery(ctx, d.pool, j.fence, code, refp)
@@ -634,15 +640,10 @@ func (d *Dispatcher) observe(j *job, outcome string) {
 	d.m.DeliveryLatency.WithLabelValues(j.r.Destination, j.r.EventType, j.r.EventSchemaVersion, outcome).Observe(j.elapsed.Seconds())
 }
 
-func (d *Dispatcher) quarantine(j *job, code string) { d.quarantineRef(j, code, "") }
-
 // quarantineRef quarantines with reason = error_code = code and keeps the consumer's ref
 // (sanitized; dropped whole when it breaks the ref rule) on the finish (R-AK-6, R-AK-7).
 func (d *Dispatcher) quarantineRef(j *job, code, ref string) {
-	var refp *string
-	if ref = transport.SanitizeRef(ref); ref != "" {
-		refp = &ref
-	}
+	refp := refPtr(ref)
 	_, err := record(d, j, d.out.quarantines, pgcall.QuarantineItem{Fence: j.fence, Reason: code, ErrorCode: code, ErrorRef: refp},
 		func(ctx context.Context) (string, error) {
 			return "quarantined", pgcall.QuarantineDelivery(ctx, d.pool, j.fence, code, code, refp)

@@ -1,17 +1,17 @@
 package mailbox
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
+	"github.com/oceanway/pgoutbox/producer"
 )
 
 // Result is what a handler decided for a message it could process: Outcome is
@@ -55,8 +55,6 @@ const (
 	EventSchemaVersion = "1"
 )
 
-var literal = regexp.MustCompile(`^[a-z0-9][a-z0-9._@-]*$`)
-
 // ReferenceHandler maps a message {key, type, data} to one business record per identity
 // (mailbox.apply_reference_effect) and one outbound event whose aggregate is key and whose
 // revision is the key's processing sequence (SPEC R-MX-9, R-MX-10). The business identity is
@@ -77,7 +75,7 @@ type refMessage struct {
 // Handle implements Handler.
 func (h ReferenceHandler) Handle(ctx context.Context, tx pgx.Tx, source string, head *pgcall.Head) (Result, error) {
 	var m refMessage
-	dec := json.NewDecoder(bytesReader(head.Message))
+	dec := json.NewDecoder(bytes.NewReader(head.Message))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
 		return Result{}, Reject("malformed message: %s", shortErr(err))
@@ -85,7 +83,7 @@ func (h ReferenceHandler) Handle(ctx context.Context, tx pgx.Tx, source string, 
 	switch {
 	case m.Key == nil || *m.Key == "" || len(*m.Key) > 200:
 		return Result{}, Reject("malformed message: key must be a string of 1..200 characters")
-	case m.Type == nil || !literal.MatchString(*m.Type) || len(*m.Type) > 200:
+	case m.Type == nil || !literalRE.MatchString(*m.Type) || len(*m.Type) > 200:
 		return Result{}, Reject("malformed message: type must match ^[a-z0-9][a-z0-9._@-]*$")
 	case m.Data == nil:
 		return Result{}, Reject("malformed message: data is missing")
@@ -107,29 +105,17 @@ func (h ReferenceHandler) Handle(ctx context.Context, tx pgx.Tx, source string, 
 	if outcome == pgcall.EffectDuplicate {
 		return Result{Outcome: pgcall.HeadSucceeded}, nil // one identity, one effective record (R-MX-9)
 	}
-	env := map[string]any{
-		"eventId":            newUUID(),
-		"eventType":          EventType,
-		"eventSchemaVersion": EventSchemaVersion,
-		"aggregateId":        *m.Key,
-		"aggregateRevision":  rev,
-		"tenant":             map[string]any{"tenantKind": h.TenantKind, "tenantId": h.TenantID, "workspaceId": h.WorkspaceID},
-		"occurredAt":         time.Now().UTC().Format("2006-01-02T15:04:05.000000Z"),
-		"payload": map[string]any{
-			"source": source, "msgId": fmt.Sprint(head.MsgID), "type": *m.Type, "data": m.Data,
-		},
-	}
-	b, err := json.Marshal(env)
+	payload, err := json.Marshal(map[string]any{"source": source, "msgId": fmt.Sprint(head.MsgID), "type": *m.Type, "data": m.Data})
 	if err != nil {
 		return Result{}, err
 	}
-	text, digest, err := canon.CanonicalizeDigest(b)
-	if err != nil {
-		return Result{}, Reject("malformed message: %s", shortErr(err))
-	}
-	s := string(text)
-	if _, err := pgcall.AppendEvent(ctx, tx, pgcall.AppendParams{Event: b, CanonicalText: &s, EnvelopeSHA256: &digest}); err != nil {
-		if errors.Is(err, pgcall.ErrNotCanonicalizable) || errors.Is(err, pgcall.ErrEnvelopeInvalid) {
+	if _, err := producer.Append(ctx, tx, producer.Event{EventType: EventType, EventSchemaVersion: EventSchemaVersion,
+		AggregateID: *m.Key, AggregateRevision: rev, Payload: payload,
+		Tenant: producer.Tenant{TenantKind: h.TenantKind, TenantID: h.TenantID, WorkspaceID: h.WorkspaceID}}); err != nil {
+		if errors.Is(err, producer.ErrNotCanonicalizable) || errors.Is(err, producer.ErrEnvelopeInvalid) {
+			if pgcall.SQLState(err) == "" { // refused in Go, before the database saw it
+				return Result{}, Reject("malformed message: %s", shortErr(err))
+			}
 			return Result{}, Reject("event refused: %s", pgcall.SQLState(err))
 		}
 		return Result{}, err

@@ -7,14 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/oceanway/pgoutbox/internal/metrics"
 )
 
 // Exit codes of cmd/mailboxpump.
@@ -113,17 +112,13 @@ func Process(ctx context.Context, args []string, getenv func(string) (string, bo
 		return ExitConfig
 	}
 	if *metricsAddr != "" {
-		ln, err := net.Listen("tcp", *metricsAddr)
+		srv, err := metrics.ListenRegistry(*metricsAddr, m.Registry, func(context.Context) error { return nil })
 		if err != nil {
 			fmt.Fprintln(stderr, "mailboxpump: metrics listener:", err)
 			return ExitConfig
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		defer srv.Close()
+		go func() { _ = srv.Serve() }()
+		defer srv.Shutdown(context.WithoutCancel(ctx))
 	}
 	if err := p.Run(ctx); err != nil {
 		if errors.Is(err, ErrPumpHeld) {

@@ -142,14 +142,20 @@ type Server struct {
 	ln  net.Listener
 }
 
-// Listen binds addr and returns the server (not yet serving).
+// Listen binds addr and returns the dispatcher's metrics server (not yet serving).
 func Listen(addr string, m *Metrics, ready func(ctx context.Context) error) (*Server, error) {
+	return ListenRegistry(addr, m.Registry, ready)
+}
+
+// ListenRegistry binds addr and returns a server (not yet serving) of /metrics for reg, /healthz
+// and /readyz (ready decides).
+func ListenRegistry(addr string, reg *prometheus.Registry, ready func(ctx context.Context) error) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry}))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))

@@ -7,7 +7,6 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -92,12 +91,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/", "/status":
 		s.page(ctx, w, r)
 	case "/metrics":
-		st, err := Load(ctx, s.DB)
+		proofs, err := pgcall.LatestProofs(ctx, s.DB, MaxScopes) // the gauges need the proofs only
 		if err != nil {
 			s.fail(w, err)
 			return
 		}
-		s.Gauges.Set(st.Proofs)
+		s.Gauges.Set(proofs)
 		promhttp.HandlerFor(s.Gauges.Registry, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 	default:
 		http.NotFound(w, r)
@@ -189,7 +188,6 @@ var pageTemplate = template.Must(template.New("status").Funcs(template.FuncMap{
 		}
 		return s
 	},
-	"join": strings.Join,
 }).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>pgoutbox status</title>
 <style>

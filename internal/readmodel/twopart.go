@@ -39,20 +39,20 @@ func newGuard(entries []string) (guard, error) {
 	if entries == nil {
 		entries = []string{}
 	}
-	b, err := json.Marshal(entries)
-	if err != nil {
-		return guard{}, err
-	}
-	d, err := canon.SHA256Hex(mustCanon(b))
+	d, err := canon.Digest(entries)
 	return guard{Count: len(entries), Evaluated: true, SetSHA256: d}, err
 }
 
-func mustCanon(b []byte) []byte {
-	c, err := canon.Canonicalize(b)
+// producerEvidence reads, inside the caller's REPEATABLE READ transaction of the producer
+// database, the stored manifest and the acknowledged projection deliveries the inbox part is
+// checked against.
+func producerEvidence(ctx context.Context, ptx pgx.Tx, manifestID string) (json.RawMessage, []pgcall.ProjectionAck, error) {
+	doc, err := pgcall.ReadManifest(ctx, ptx, manifestID)
 	if err != nil {
-		return b
+		return nil, nil, err
 	}
-	return c
+	acks, err := pgcall.ProjectionAcks(ctx, ptx)
+	return doc, acks, err
 }
 
 // TakeTwoPart takes the producer's proof of scope (stored by take_completeness_snapshot), then
@@ -68,11 +68,7 @@ func TakeTwoPart(ctx context.Context, producer, inbox *pgx.Conn, scope json.RawM
 	if err != nil {
 		return TwoPartProof{}, err
 	}
-	doc, err := pgcall.ReadManifest(ctx, ptx, s.ManifestID)
-	if err != nil {
-		return TwoPartProof{}, err
-	}
-	acks, err := pgcall.ProjectionAcks(ctx, ptx)
+	doc, acks, err := producerEvidence(ctx, ptx, s.ManifestID)
 	if err != nil {
 		return TwoPartProof{}, err
 	}
@@ -119,11 +115,7 @@ func CheckTwoPart(ctx context.Context, producer, inbox *pgx.Conn, p TwoPartProof
 		return "", "", err
 	}
 	defer func() { _ = ptx.Rollback(context.WithoutCancel(ctx)) }()
-	doc, err := pgcall.ReadManifest(ctx, ptx, p.Producer.ManifestID)
-	if err != nil {
-		return "", "", err
-	}
-	acks, err := pgcall.ProjectionAcks(ctx, ptx)
+	doc, acks, err := producerEvidence(ctx, ptx, p.Producer.ManifestID)
 	if err != nil {
 		return "", "", err
 	}

@@ -49,9 +49,7 @@ BEGIN
            (consumer_name, projection_name, projection_version, id_kind, id_value, event_id, operation_id)
     SELECT DISTINCT p_consumer_name, p_projection_name, p_projection_version, r ->> 'k', r ->> 'v', p_event_id, p_operation_id
       FROM pg_catalog.jsonb_array_elements(v_rows) AS r
-    ON CONFLICT (consumer_name, projection_name, projection_version, id_kind, id_value, event_id)
-    DO UPDATE SET operation_id = EXCLUDED.operation_id
-          WHERE x.operation_id IS NULL AND EXCLUDED.operation_id IS NOT NULL;
+    ON CONFLICT (consumer_name, projection_name, projection_version, id_kind, id_value, event_id) DO NOTHING;
     -- A link fills the operation in on every index row of the event (ids recorded while unlinked).
     IF p_operation_id IS NOT NULL THEN
         UPDATE inbox.projection_exact_ids AS x SET operation_id = p_operation_id
