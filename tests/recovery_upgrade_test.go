@@ -3,7 +3,6 @@ package tests
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -25,21 +24,7 @@ import (
 func TestRecoveryMigrationUpgradesExistingQuarantine(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	server := os.Getenv("DATABASE_URL")
-	if server == "" {
-		t.Fatal("DATABASE_URL is not set: run the tests with `make test` (it starts the local cluster)")
-	}
-	admin, err := pgx.Connect(ctx, server)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Close(context.Background()) })
-	name := "pgoutbox_rc_upgrade_" + strings.ReplaceAll(testfix.NewUUID()[:8], "-", "")
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name+" ENCODING 'UTF8' TEMPLATE template0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = migrate.DropDatabase(context.Background(), server, name) })
-	dsn := migrate.WithDatabase(server, name)
+	dsn := upFreshDatabase(t)
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -50,16 +35,7 @@ func TestRecoveryMigrationUpgradesExistingQuarantine(t *testing.T) {
 	// has one row per delivery, with a delivery quarantined (consumer_rejected) on its first
 	// attempt through r1's own API. (Installing "the version before the recovery migration" from
 	// this checkout's files would run today's function files against yesterday's tables.)
-	m0, err := ternmigrate.NewMigrator(ctx, conn, migrate.VersionTable)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m0.LoadMigrations(os.DirFS(upBaseline)); err != nil {
-		t.Fatal(err)
-	}
-	if err := m0.Migrate(ctx); err != nil {
-		t.Fatalf("install baseline r1: %v", err)
-	}
+	upInstallR1(t, conn)
 	testfix.ActivateReference(t, conn)
 	upExec(t, conn, `SET ROLE outbox_producer`)
 	env := testfix.Envelope(dxMetering, "1", "agg-upgrade", 1)

@@ -94,6 +94,26 @@ func upFreshDatabase(t *testing.T) string {
 }
 
 // upClaim claims with r1's claim_deliveries signature.
+// upInstallR1 applies release r1 (sql/baseline/r1, its 11 migrations) with tern to conn's
+// empty database.
+func upInstallR1(t *testing.T, conn *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	m, err := ternmigrate.NewMigrator(ctx, conn, migrate.VersionTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.LoadMigrations(os.DirFS(upBaseline)); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Migrations) != 11 {
+		t.Fatalf("baseline r1 has %d migrations, want 11", len(m.Migrations))
+	}
+	if err := m.Migrate(ctx); err != nil {
+		t.Fatalf("install baseline r1: %v", err)
+	}
+}
+
 func upClaim(t *testing.T, db *pgx.Conn, dest string, n int, lease string) []pgcall.ClaimedDelivery {
 	t.Helper()
 	rows, err := db.Query(context.Background(), `SELECT destination, consumer_name, event_id::text, attempt_id::text, lease_token::text,
@@ -276,19 +296,7 @@ func TestUpgradeFromBaselineR1(t *testing.T) {
 	defer conn.Close(ctx)
 
 	// 1. The baseline, applied with tern from the frozen files.
-	m, err := ternmigrate.NewMigrator(ctx, conn, migrate.VersionTable)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.LoadMigrations(os.DirFS(upBaseline)); err != nil {
-		t.Fatal(err)
-	}
-	if len(m.Migrations) != 11 {
-		t.Fatalf("baseline r1 has %d migrations, want 11", len(m.Migrations))
-	}
-	if err := m.Migrate(ctx); err != nil {
-		t.Fatalf("install baseline r1: %v", err)
-	}
+	upInstallR1(t, conn)
 
 	// 2. Live state through r1's API, as the roles a real caller uses.
 	testfix.ActivateReference(t, conn)

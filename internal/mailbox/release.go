@@ -6,7 +6,7 @@ import (
 	"errors"
 	"sort"
 
-	"github.com/oceanway/pgoutbox/internal/canon"
+	"github.com/oceanway/pgoutbox/internal/release"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 )
 
@@ -73,10 +73,9 @@ func ExtendRelease(base []byte, version int) (json.RawMessage, error) {
 	m["applicableEventCount"] = len(apps)
 	m["members"] = members
 	m["memberCount"] = len(members)
-	d, err := canon.Digest(m)
+	b, err := json.Marshal(m)
 	if err != nil {
 		return nil, err
 	}
-	m["deliverySetDefinitionDigest"] = d
-	return json.Marshal(m)
+	return release.WithDigest(b) // the digest of the candidate, computed the one way (R-DS-3)
 }
