@@ -46,7 +46,8 @@ func (h *flakyHandler) Handle(ctx context.Context, tx pgx.Tx, source string, hea
 // the queue drains in id order. Maintenance never starves the head.
 func TestMailboxFailedHeadBlocksWithBackoffWhileMaintenanceRuns(t *testing.T) {
 	t.Parallel()
-	b := mbxSetup(t, mbxOpts{backoffBase: 200 * time.Millisecond, backoffCap: 400 * time.Millisecond, maxAttempts: 10})
+	// a backoff long enough that the checks "during the backoff" cannot outlast it on a loaded machine
+	b := mbxSetup(t, mbxOpts{backoffBase: 2 * time.Second, backoffCap: 4 * time.Second, maxAttempts: 10})
 	b.activate()
 	ctx := context.Background()
 	h := &flakyHandler{fail: map[int64]int{2: 2}, inner: mbxRefHandler(nil)}
