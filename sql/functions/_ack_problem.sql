@@ -154,8 +154,10 @@ BEGIN
        OR pg_catalog.length(v_ar->>v_quartet[1]) > 500 THEN
         RETURN (pg_catalog.format('ack.appliedReceipt.%s must be a non-empty string of at most 500 characters', v_quartet[1]));
     END IF;
+    -- integer form (R-AK-1a): read from the json text, where 1.0 and 1e0 keep their spelling
+    -- (jsonb would print 1e0 as 1)
     IF v_ar->v_quartet[2] IS DISTINCT FROM pg_catalog.to_jsonb(p_delivery.expected_receipt_schema_version)
-       OR v_ar->>v_quartet[2] !~ '^[0-9]+$' THEN
+       OR p_ack->'appliedReceipt'->>v_quartet[2] !~ '^[0-9]+$' THEN
         RETURN (pg_catalog.format('ack.appliedReceipt.%s %s is not the frozen expected receipt schema version %s',
                                                      v_quartet[2], v_ar->v_quartet[2], p_delivery.expected_receipt_schema_version));
     END IF;
@@ -185,6 +187,10 @@ BEGIN
                                                          v_key, v_rc->v_key, v_key, v_ar->v_key));
         END IF;
     END LOOP;
+    IF p_receipt->>v_quartet[2] !~ '^[0-9]+$' THEN
+        RETURN (pg_catalog.format('receipt.%s %s must be an integer written without fraction or exponent',
+                                  v_quartet[2], p_receipt->>v_quartet[2]));
+    END IF;
     FOREACH v_key IN ARRAY c_body_keys LOOP
         IF NOT v_rc ? v_key THEN
             RETURN (pg_catalog.format('receipt: missing field %s', v_key));
@@ -225,7 +231,7 @@ BEGIN
         IF pg_catalog.jsonb_typeof(v_rc->'stream') IS DISTINCT FROM 'string' THEN
             RETURN ('receipt.stream must be a string (broker_publication)');
         END IF;
-        IF pg_catalog.jsonb_typeof(v_rc->'sequence') IS DISTINCT FROM 'number' OR v_rc->>'sequence' !~ '^[0-9]+$' THEN
+        IF pg_catalog.jsonb_typeof(v_rc->'sequence') IS DISTINCT FROM 'number' OR p_receipt->>'sequence' !~ '^[0-9]+$' THEN
             RETURN ('receipt.sequence must be a non-negative integer (broker_publication)');
         END IF;
         IF pg_catalog.jsonb_typeof(v_rc->'duplicate') IS DISTINCT FROM 'boolean' THEN
@@ -251,8 +257,8 @@ BEGIN
              WHERE m.receipt_kind = v_kind.receipt_kind
                AND CASE WHEN NOT v_rc ? m.member THEN m.required
                         WHEN m.json_type = 'integer' THEN pg_catalog.jsonb_typeof(v_rc->m.member) IS DISTINCT FROM 'number'
-                                                          OR v_rc->>m.member !~ '^-?(0|[1-9][0-9]{0,15})$'
-                                                          OR pg_catalog.abs((v_rc->>m.member)::numeric) > 9007199254740991
+                                                          OR p_receipt->>m.member !~ '^-?(0|[1-9][0-9]{0,15})$'
+                                                          OR pg_catalog.abs((p_receipt->>m.member)::numeric) > 9007199254740991
                         ELSE pg_catalog.jsonb_typeof(v_rc->m.member) IS DISTINCT FROM m.json_type END) AS p
      ORDER BY p.o, p.n LIMIT 1;
     IF FOUND THEN

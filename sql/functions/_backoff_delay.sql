@@ -11,25 +11,18 @@
 -- Caller: outbox.retry_delivery; granted to nobody.
 CREATE FUNCTION outbox._backoff_delay(p_policy outbox.outbox_retry_policies, p_attempt_count integer)
 RETURNS interval
-LANGUAGE plpgsql
+LANGUAGE sql
 VOLATILE
-SET search_path = pg_catalog, pg_temp
+-- A plain SQL expression with no SET clause: inlined into retry_deliveries' UPDATE, so a batch
+-- computes its backoffs without one function call per item (HP-1); everything is
+-- schema-qualified. The exponent is capped at 1000 (multiplier >= 1: once base * multiplier^k
+-- passes max it stays there, and numeric never has to grow beyond that).
 AS $fn$
-DECLARE
-    v_base numeric := pg_catalog.date_part('epoch', p_policy.base_delay)::numeric;
-    v_max  numeric := pg_catalog.date_part('epoch', p_policy.max_delay)::numeric;
-    v_exp  integer := greatest(coalesce(p_attempt_count, 1) - 1, 0);
-    v_d    numeric;
-BEGIN
-    -- multiplier >= 1: once base * multiplier^k passes max it stays there; cap the exponent so
-    -- the power never grows beyond what numeric handles comfortably.
-    IF v_exp > 1000 THEN
-        v_exp := 1000;
-    END IF;
-    v_d := least(v_max, v_base * pg_catalog.power(p_policy.multiplier, v_exp));
-    v_d := v_d * (1 + p_policy.jitter * (2 * pg_catalog.random()::numeric - 1));
-    RETURN pg_catalog.make_interval(secs => v_d::double precision);
-END
+    SELECT pg_catalog.make_interval(secs => (
+               least(pg_catalog.date_part('epoch', p_policy.max_delay)::numeric,
+                     pg_catalog.date_part('epoch', p_policy.base_delay)::numeric
+                     * pg_catalog.power(p_policy.multiplier, least(greatest(coalesce(p_attempt_count, 1) - 1, 0), 1000)))
+               * (1 + p_policy.jitter * (2 * pg_catalog.random()::numeric - 1)))::double precision)
 $fn$;
 
 COMMENT ON FUNCTION outbox._backoff_delay(outbox.outbox_retry_policies, integer) IS

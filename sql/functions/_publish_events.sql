@@ -1,5 +1,5 @@
 -- outbox._publish_events(p_event_ids uuid[], p_now timestamptz) RETURNS uuid[]
--- (private, SPEC R-AK-3, R-AK-4, R-AK-9, T-5, §2 publication table)
+-- (private, SPEC R-AK-3, R-AK-4, R-AK-9, T-5, HP-4, §2 publication table)
 -- Purpose: the publication function, set-based, called by ack_deliveries in the ack's transaction
 --   with the events whose deliveries it just acknowledged. Returns the events of p_event_ids that
 --   are published (now or before): every mandatory delivery acknowledged -> one row in
@@ -7,16 +7,24 @@
 --   an open mandatory delivery stay unpublished ('not_complete' for the caller).
 --   'invalid': raises OB002 when an acknowledged delivery of one of these events has ack fields
 --   inconsistent with the event or its frozen member (only possible by tampering).
+-- Set-based (HP-4): one statement counts, per event, its open mandatory deliveries and its
+--   inconsistent acknowledged ones (an index probe of outbox_deliveries_by_event and one of the
+--   events' primary key per event); one INSERT publishes the complete ones.
 -- Locking: an event that, in this transaction's view, still has another mandatory delivery open
---   is locked (FOR NO KEY UPDATE, in event_id order) BEFORE the deliveries are counted in a new
---   statement: two transactions acknowledging the last two deliveries of one event serialize and
---   the second sees the first's ack (READ COMMITTED), so an event can never stay unpublished
---   once all its mandatory deliveries are acknowledged. An event whose other deliveries are all
---   acknowledged already (or that has one delivery) needs no lock. Lock order everywhere:
---   deliveries, then events.
+--   is locked (FOR NO KEY UPDATE, in event_id order) and then counted again in a new statement:
+--   two transactions acknowledging the last two deliveries of one event serialize and the
+--   second sees the first's ack (READ COMMITTED), so an event can never stay unpublished once
+--   all its mandatory deliveries are acknowledged. An event whose mandatory deliveries are all
+--   acknowledged in this view (every single-delivery event) needs no lock: no transaction can
+--   make one of them open again. Lock order everywhere: deliveries, then events.
+-- Clock (R-AK-4): published_at is clock_timestamp() at the publishing statement - after every
+--   acknowledgement of the event it counted committed (or made itself), never the transaction's
+--   or the call's start (a concurrent ack that committed meanwhile may have a later finish time).
+--   p_now is unused for the stamp and kept for the callers.
 -- Immutability: the publications trigger accepts an INSERT only while the transaction-local
 --   setting pgoutbox.publishing is 'on' (set here around the INSERT) and only for events whose
---   mandatory deliveries are all acknowledged; UPDATE/DELETE/TRUNCATE are OB202 for everyone.
+--   mandatory deliveries are all acknowledged (an index lookup per new row);
+--   UPDATE/DELETE/TRUNCATE are OB202 for everyone.
 -- Caller: outbox.ack_deliveries (as outbox_owner); granted to nobody.
 CREATE FUNCTION outbox._publish_events(p_event_ids uuid[], p_now timestamptz)
 RETURNS uuid[]
@@ -27,52 +35,63 @@ VOLATILE
 -- schema-qualifies everything.
 AS $fn$
 DECLARE
-    v_bad      record;
+    v_bad      text;
     v_complete uuid[];
+    v_open     uuid[];
+    v_more     uuid[];
 BEGIN
     IF p_event_ids IS NULL OR pg_catalog.cardinality(p_event_ids) = 0 THEN
         RETURN '{}'::uuid[];
     END IF;
 
-    PERFORM 1
-       FROM outbox.outbox_events AS e
-      WHERE e.event_id = ANY (p_event_ids)
-        AND NOT EXISTS (SELECT 1 FROM outbox.outbox_publications AS p WHERE p.event_id = e.event_id)
-        AND EXISTS (SELECT 1 FROM outbox.outbox_deliveries AS d
-                     WHERE d.event_id = e.event_id AND d.mandatory AND d.status <> 'acknowledged')
-      ORDER BY e.event_id
-        FOR NO KEY UPDATE OF e;
-
-    SELECT d.destination, d.event_id INTO v_bad
-      FROM outbox.outbox_deliveries AS d
-      JOIN outbox.outbox_events AS e ON e.event_id = d.event_id
-     WHERE d.event_id = ANY (p_event_ids)
-       AND d.status = 'acknowledged'
-       AND (d.ack_event_envelope_sha256 IS DISTINCT FROM e.event_envelope_sha256
-            OR d.ack_event_envelope_digest_algorithm_version IS DISTINCT FROM e.event_envelope_digest_algorithm_version
-            OR d.ack_consumer_name IS DISTINCT FROM d.consumer_name
-            OR d.ack_receipt_type IS DISTINCT FROM d.expected_receipt_type
-            OR d.ack_receipt_schema_version IS DISTINCT FROM d.expected_receipt_schema_version
-            OR d.ack_receipt_digest IS NULL)
-     LIMIT 1;
-    IF FOUND THEN
+    -- count every event's open mandatory and inconsistent acknowledged deliveries (one statement)
+    SELECT pg_catalog.array_agg(c.event_id) FILTER (WHERE c.open_mandatory = 0),
+           pg_catalog.array_agg(c.event_id ORDER BY c.event_id) FILTER (WHERE c.open_mandatory > 0),
+           pg_catalog.min(c.bad)
+      INTO v_complete, v_open, v_bad
+      FROM (SELECT DISTINCT x.event_id FROM pg_catalog.unnest(p_event_ids) AS x(event_id)) AS u
+     CROSS JOIN LATERAL (
+            SELECT u.event_id,
+                   pg_catalog.count(*) FILTER (WHERE d.mandatory AND d.status <> 'acknowledged') AS open_mandatory,
+                   pg_catalog.min(d.destination || '/' || d.event_id::text)
+                       FILTER (WHERE d.status = 'acknowledged'
+                                 AND (d.ack_event_envelope_sha256 IS DISTINCT FROM e.event_envelope_sha256
+                                      OR d.ack_event_envelope_digest_algorithm_version IS DISTINCT FROM e.event_envelope_digest_algorithm_version
+                                      OR d.ack_consumer_name IS DISTINCT FROM d.consumer_name
+                                      OR d.ack_receipt_type IS DISTINCT FROM d.expected_receipt_type
+                                      OR d.ack_receipt_schema_version IS DISTINCT FROM d.expected_receipt_schema_version
+                                      OR d.ack_receipt_digest IS NULL)) AS bad
+              FROM outbox.outbox_deliveries AS d
+              LEFT JOIN outbox.outbox_events AS e ON e.event_id = d.event_id
+             WHERE d.event_id = u.event_id
+          ) AS c;
+    IF v_bad IS NOT NULL THEN
         RAISE EXCEPTION 'ack rejected: publication invalid'
             USING ERRCODE = 'OB002',
-                  DETAIL = pg_catalog.format('publication invalid: acknowledged delivery %s/%s does not match its event or frozen member',
-                                             v_bad.destination, v_bad.event_id);
+                  DETAIL = pg_catalog.format('publication invalid: acknowledged delivery %s does not match its event or frozen member', v_bad);
     END IF;
 
-    SELECT pg_catalog.array_agg(u.event_id) INTO v_complete
-      FROM (SELECT DISTINCT x.event_id FROM pg_catalog.unnest(p_event_ids) AS x(event_id)) AS u
-     WHERE NOT EXISTS (SELECT 1 FROM outbox.outbox_deliveries AS d
-                        WHERE d.event_id = u.event_id AND d.mandatory AND d.status <> 'acknowledged');
-    IF v_complete IS NULL THEN
+    -- events with another mandatory delivery open in this view: lock, then count again
+    IF v_open IS NOT NULL THEN
+        PERFORM 1
+           FROM outbox.outbox_events AS e
+          WHERE e.event_id = ANY (v_open)
+            AND NOT EXISTS (SELECT 1 FROM outbox.outbox_publications AS p WHERE p.event_id = e.event_id)
+          ORDER BY e.event_id
+            FOR NO KEY UPDATE OF e;
+        SELECT pg_catalog.array_agg(u.event_id) INTO v_more
+          FROM pg_catalog.unnest(v_open) AS u(event_id)
+         WHERE NOT EXISTS (SELECT 1 FROM outbox.outbox_deliveries AS d
+                            WHERE d.event_id = u.event_id AND d.mandatory AND d.status <> 'acknowledged');
+        v_complete := coalesce(v_complete, '{}'::uuid[]) || coalesce(v_more, '{}'::uuid[]);
+    END IF;
+    IF v_complete IS NULL OR pg_catalog.cardinality(v_complete) = 0 THEN
         RETURN '{}'::uuid[];
     END IF;
 
     PERFORM pg_catalog.set_config('pgoutbox.publishing', 'on', true);
     INSERT INTO outbox.outbox_publications (event_id, published_at)
-    SELECT u.event_id, p_now FROM pg_catalog.unnest(v_complete) AS u(event_id)
+    SELECT u.event_id, pg_catalog.clock_timestamp() FROM pg_catalog.unnest(v_complete) AS u(event_id)
     ON CONFLICT (event_id) DO NOTHING;
     PERFORM pg_catalog.set_config('pgoutbox.publishing', '', true);
     RETURN v_complete;
@@ -80,5 +99,5 @@ END
 $fn$;
 
 COMMENT ON FUNCTION outbox._publish_events(uuid[], timestamptz) IS
-    'Private: publication CAS for a set of events - a publication row once every mandatory delivery is acknowledged; OB002 when an ack is inconsistent (SPEC R-AK-4, R-AK-9).';
+    'Private: publication CAS for a set of events in one statement - a publication row (stamped with the clock at the publishing statement) once every mandatory delivery is acknowledged; OB002 when an ack is inconsistent (SPEC R-AK-4, R-AK-9, HP-4).';
 REVOKE ALL ON FUNCTION outbox._publish_events(uuid[], timestamptz) FROM PUBLIC;

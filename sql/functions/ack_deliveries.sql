@@ -1,6 +1,6 @@
 -- outbox.ack_deliveries(p_items json)
 -- RETURNS TABLE(destination text, event_id uuid, attempt_id uuid, outcome text, sqlstate text, detail text)
--- (public, SPEC R-AK-1..4, R-AK-9, D-2, §13)
+-- (public, SPEC R-AK-1..4, R-AK-9, D-2, §12a HP-1..HP-4, §13)
 -- Purpose: record many ActiveConsumerAck@1 outcomes in one call and one transaction. p_items is a
 --   JSON array (at most 1000) of {destination, eventId, attemptId, leaseToken, ack, receipt,
 --   receiptDigestCandidate?}; receiptDigestCandidate is the canonical text of the receipt minus
@@ -10,16 +10,30 @@
 --   'rejected' with sqlstate and detail: 22023 (item shape), OB001 (fencing; also a delivery
 --   named twice in one batch: the second is refused), OB002 (the ack rule, outbox._ack_problem).
 --   A rejected item changes nothing and never stops the others.
--- Set-based: one statement locks the named deliveries (FOR UPDATE, in destination/event order),
---   one judges every item (fence rule outbox._fence_problem, then the ack rule), one appends the
---   success finishes and sets the deliveries acknowledged with the ack columns, then the
---   publication function runs once for the set of events (once per event even when several of
---   its deliveries are in the batch).
+-- Set-based (HP-1, HP-2): the items are parsed once (outbox._batch_items: one jsonb per item,
+--   typed fence columns); one statement locks the named deliveries (FOR UPDATE, in
+--   destination/event order); ONE statement judges every item with one predicate joined on the
+--   full delivery key: fencing, the frozen member, the event, and the receipt as a flat closed
+--   document whose canonical text the statement rebuilds (an ordered string_agg of its members,
+--   COLLATE "C": PostgreSQL's JSON string escaping is RFC 8785's) and compares with the text the
+--   caller sent, its candidate hashed with the built-in sha256(), and the ack compared with the
+--   canonical ActiveConsumerAck@1 text built from the delivery, the event and that receipt. The
+--   full rule (outbox._fence_problem, outbox._ack_problem) runs only for the items this cheap
+--   predicate rejects - to produce the SQLSTATE and detail, or to accept a correct ack that is
+--   not in canonical form (a sound predicate: it accepts nothing the rule refuses). Then one
+--   statement sets the accepted deliveries acknowledged (by ctid of the locked rows) and
+--   inserts their success finishes, and outbox._publish_events publishes the batch's complete
+--   events in one statement (once per event even when several of its deliveries are here).
+-- Plans (HP-3): every statement joins the kernel's tables on their full key, and the function
+--   runs with seq scans, hash and merge joins disabled, so any plan - a custom one or the generic
+--   plan PL/pgSQL caches after five calls, even one made while a table was empty or unanalyzed -
+--   is index lookups in nested loops, O(batch) whatever the backlog; the plans are cached (no
+--   re-planning per call: planning the judge costs more than running it).
 -- Time: now = clock_timestamp() captured once per call (live-lease test, finish time,
---   delivered_at, published_at).
+--   delivered_at); the publication takes its own clock at the publishing statement (R-AK-4).
 -- SQLSTATEs (whole call): 22023 when p_items is not a JSON array or has more than 1000 items;
---   OB002 when publication finds an acknowledged delivery inconsistent with its event
---   (tampering). Item-level codes come back as rows.
+--   OB201 when it is not readable (\u0000); OB002 when publication finds an acknowledged
+--   delivery inconsistent with its event (tampering). Item-level codes come back as rows.
 -- Caller: outbox_dispatcher (also through outbox.ack_delivery, a batch of one).
 CREATE FUNCTION outbox.ack_deliveries(p_items json)
 RETURNS TABLE (destination text, event_id uuid, attempt_id uuid, outcome text, sqlstate text, detail text)
@@ -27,6 +41,9 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -38,82 +55,234 @@ DECLARE
     v_token     uuid[];
     v_ack       json[];
     v_receipt   json[];
+    v_rcb       jsonb[];
     v_cand      text[];
     v_state     text[];
     v_detail    text[];
+    v_ctid      tid[];
+    v_fast      boolean;
+    v_n         bigint;
+    v_text_event   text[];
+    v_text_attempt text[];
+    v_text_token   text[];
     v_events    uuid[];
     v_acked_dest  text[];
     v_acked_event uuid[];
     v_published uuid[];
 BEGIN
-    SELECT pg_catalog.array_agg(b.ord ORDER BY b.ord), pg_catalog.array_agg(b.destination ORDER BY b.ord),
-           pg_catalog.array_agg(b.event_id ORDER BY b.ord), pg_catalog.array_agg(b.attempt_id ORDER BY b.ord),
-           pg_catalog.array_agg(b.lease_token ORDER BY b.ord),
-           pg_catalog.array_agg(b.item->'ack' ORDER BY b.ord), pg_catalog.array_agg(b.item->'receipt' ORDER BY b.ord),
-           pg_catalog.array_agg(CASE WHEN pg_catalog.jsonb_typeof(b.item_jsonb->'receiptDigestCandidate') = 'string'
-                                     THEN b.item_jsonb->>'receiptDigestCandidate' END ORDER BY b.ord),
-           pg_catalog.array_agg(CASE WHEN b.shape_problem IS NOT NULL THEN '22023'
-                                     WHEN b.item_jsonb->'receiptDigestCandidate' IS NOT NULL
-                                      AND pg_catalog.jsonb_typeof(b.item_jsonb->'receiptDigestCandidate') NOT IN ('string', 'null')
-                                     THEN '22023' END ORDER BY b.ord),
-           pg_catalog.array_agg(coalesce(b.shape_problem,
-                                         CASE WHEN b.item_jsonb->'receiptDigestCandidate' IS NOT NULL
-                                               AND pg_catalog.jsonb_typeof(b.item_jsonb->'receiptDigestCandidate') NOT IN ('string', 'null')
-                                              THEN pg_catalog.format('item %s: receiptDigestCandidate must be a string', b.ord) END)
-                                ORDER BY b.ord)
-      INTO v_ord, v_dest, v_event, v_attempt, v_token, v_ack, v_receipt, v_cand, v_state, v_detail
-      FROM outbox._batch_items(p_items, 'ack_deliveries',
-                               ARRAY['destination', 'eventId', 'attemptId', 'leaseToken', 'ack', 'receipt', 'receiptDigestCandidate'],
-                               ARRAY[]::text[]) AS b;
+    -- 1. parse once (HP-2). Fast form: one json_to_recordset over the array gives typed fence
+    --    fields and the ack and receipt as the text the caller sent; the batch is in that form
+    --    when the array's text equals the items rebuilt from those columns (the layout of
+    --    internal/pgcall: exactly these members in this order, no whitespace) and every id is a
+    --    UUID - then no item has a shape problem. Any other batch (other member order, unknown
+    --    members, not objects, unreadable text) goes through the one parser of outcome batches,
+    --    outbox._batch_items, which names each item's 22023 problem.
+    IF p_items IS NULL OR pg_catalog.json_typeof(p_items) <> 'array' THEN
+        v_fast := false;
+    ELSE
+        BEGIN
+            SELECT pg_catalog.count(*),
+                   pg_catalog.btrim(p_items::text, E' \n\r\t') =
+                       '[' || pg_catalog.string_agg(pg_catalog.format(
+                                  '{"destination":%s,"eventId":%s,"attemptId":%s,"leaseToken":%s,"ack":%s,"receipt":%s%s}',
+                                  pg_catalog.to_json(x.destination), pg_catalog.to_json(x.event_id), pg_catalog.to_json(x.attempt_id),
+                                  pg_catalog.to_json(x.lease_token), x.ack, x.receipt,
+                                  ',"receiptDigestCandidate":' || x.cand::text), ',' ORDER BY x.ord) || ']'
+                   AND pg_catalog.bool_and(x.event_id ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'
+                                           AND x.attempt_id ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'
+                                           AND x.lease_token ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'
+                                           AND (x.cand IS NULL OR pg_catalog.json_typeof(x.cand) = 'string')),
+                   pg_catalog.array_agg(x.ord::integer ORDER BY x.ord), pg_catalog.array_agg(x.destination ORDER BY x.ord),
+                   pg_catalog.array_agg(x.event_id ORDER BY x.ord), pg_catalog.array_agg(x.attempt_id ORDER BY x.ord),
+                   pg_catalog.array_agg(x.lease_token ORDER BY x.ord),
+                   pg_catalog.array_agg(x.ack ORDER BY x.ord), pg_catalog.array_agg(x.receipt ORDER BY x.ord),
+                   pg_catalog.array_agg(CASE WHEN pg_catalog.json_typeof(x.receipt) = 'object' THEN x.receipt::jsonb END ORDER BY x.ord),
+                   pg_catalog.array_agg(x.cand::jsonb #>> '{}' ORDER BY x.ord)
+              INTO v_n, v_fast, v_ord, v_dest, v_text_event, v_text_attempt, v_text_token, v_ack, v_receipt, v_rcb, v_cand
+              FROM ROWS FROM (pg_catalog.json_to_recordset(p_items)
+                              AS (destination text, "eventId" text, "attemptId" text, "leaseToken" text,
+                                  ack json, receipt json, "receiptDigestCandidate" json))
+                   WITH ORDINALITY AS x(destination, event_id, attempt_id, lease_token, ack, receipt, cand, ord);
+        EXCEPTION WHEN OTHERS THEN
+            v_fast := false; -- not in the fast form: the generic parser decides (and raises what it must)
+        END;
+        v_fast := coalesce(v_fast, false) AND v_n <= 1000;
+    END IF;
+    IF v_fast THEN
+        v_event := v_text_event::uuid[];
+        v_attempt := v_text_attempt::uuid[];
+        v_token := v_text_token::uuid[];
+        v_state := pg_catalog.array_fill(NULL::text, ARRAY[v_n::integer]);
+        v_detail := v_state;
+    ELSE
+        SELECT pg_catalog.array_agg(b.ord ORDER BY b.ord), pg_catalog.array_agg(b.destination ORDER BY b.ord),
+               pg_catalog.array_agg(b.event_id ORDER BY b.ord), pg_catalog.array_agg(b.attempt_id ORDER BY b.ord),
+               pg_catalog.array_agg(b.lease_token ORDER BY b.ord),
+               pg_catalog.array_agg(b.item->'ack' ORDER BY b.ord), pg_catalog.array_agg(b.item->'receipt' ORDER BY b.ord),
+               pg_catalog.array_agg(CASE WHEN pg_catalog.jsonb_typeof(b.item_jsonb->'receipt') = 'object'
+                                         THEN b.item_jsonb->'receipt' END ORDER BY b.ord),
+               pg_catalog.array_agg(CASE WHEN pg_catalog.jsonb_typeof(b.item_jsonb->'receiptDigestCandidate') = 'string'
+                                         THEN b.item_jsonb->>'receiptDigestCandidate' END ORDER BY b.ord),
+               pg_catalog.array_agg(CASE WHEN b.shape_problem IS NOT NULL THEN '22023'
+                                         WHEN pg_catalog.jsonb_typeof(b.item_jsonb->'receiptDigestCandidate') NOT IN ('string', 'null')
+                                         THEN '22023' END ORDER BY b.ord),
+               pg_catalog.array_agg(coalesce(b.shape_problem,
+                                             CASE WHEN pg_catalog.jsonb_typeof(b.item_jsonb->'receiptDigestCandidate') NOT IN ('string', 'null')
+                                                  THEN pg_catalog.format('item %s: receiptDigestCandidate must be a string', b.ord) END)
+                                    ORDER BY b.ord)
+          INTO v_ord, v_dest, v_event, v_attempt, v_token, v_ack, v_receipt, v_rcb, v_cand, v_state, v_detail
+          FROM outbox._batch_items(p_items, 'ack_deliveries',
+                                   ARRAY['destination', 'eventId', 'attemptId', 'leaseToken', 'ack', 'receipt', 'receiptDigestCandidate'],
+                                   ARRAY[]::text[]) AS b;
+    END IF;
     IF v_ord IS NULL THEN
         RETURN;
     END IF;
 
-    -- 1. lock the named deliveries in a fixed order (concurrent batches cannot deadlock on them)
-    PERFORM outbox._lock_deliveries(v_dest, v_event);
+    -- 2. lock the named deliveries in a fixed order (concurrent batches cannot deadlock on them)
+    PERFORM 1
+       FROM outbox.outbox_deliveries AS d
+       JOIN (SELECT DISTINCT u.dest, u.ev FROM unnest(v_dest, v_event) AS u(dest, ev)) AS u
+         ON d.destination = u.dest AND d.event_id = u.ev
+      ORDER BY d.destination, d.event_id
+        FOR UPDATE OF d;
 
-    -- 2. judge every item: shape, then fencing, then the ack rule (a fresh statement: it sees the
-    --    committed state of the rows locked above)
-    -- (a MATERIALIZED CTE: each rule runs exactly once per item; a flattened subquery would let
-    -- the planner copy the rule's call into every expression that reads its result)
-    WITH judged AS MATERIALIZED (
-        SELECT u.ord, u.state, u.detail, f.problem AS fence_problem, a.problem AS ack_problem
-          FROM (SELECT x.*, pg_catalog.row_number() OVER (PARTITION BY x.dest, x.ev ORDER BY x.ord) AS rn
-                  FROM unnest(v_ord, v_dest, v_event, v_attempt, v_token, v_ack, v_receipt, v_cand, v_state, v_detail)
-                       AS x(ord, dest, ev, att, tok, ack, rc, cand, state, detail)) AS u
+    -- 3. judge every item in one statement (a fresh statement: it sees the committed state of
+    --    the rows locked above). fast_ok is the cheap predicate; the full rule runs only where it
+    --    is false (a MATERIALIZED CTE evaluates each CASE once per item).
+    WITH kinds AS MATERIALIZED (
+        -- per destination of the batch, its receipt kind's canonical texts as format() templates,
+        -- members in RFC 8785 order (COLLATE "C"; every member name is ASCII), each member
+        -- written with a leading comma: %1$s time, %2$s Ref, %3$s Digest, %4$s consumerName,
+        -- %5$s destination, %6$s eventEnvelopeSha256, %7$s eventId, %8$s SchemaVersion, and
+        -- %9$s..%16$s the kind's registered members (outbox._receipt_member_piece, in member
+        -- order; a kind with more than 8 has no template: its acks take the full rule)
+        SELECT dd.destination AS k_dest, rk.receipt_kind, rk.receipt_type, rk.field_prefix AS p, rk.time_field,
+               (SELECT '{' || pg_catalog.string_agg(t.piece, ',' ORDER BY t.k COLLATE "C") || '}'
+                  FROM (VALUES ('kind', '"kind":' || pg_catalog.to_json(rk.receipt_kind)::text),
+                               (rk.field_prefix || 'Ref', '"' || rk.field_prefix || 'Ref":%1$s'),
+                               (rk.field_prefix || 'SchemaVersion', '"' || rk.field_prefix || 'SchemaVersion":%2$s'),
+                               (rk.field_prefix || 'DigestAlgorithmVersion', '"' || rk.field_prefix || 'DigestAlgorithmVersion":"jcs-sha256-v1"'),
+                               (rk.field_prefix || 'Digest', '"' || rk.field_prefix || 'Digest":%3$s')) AS t(k, piece)) AS ar_tmpl,
+               CASE WHEN mm.n <= 8 THEN t.rc_tmpl END AS rc_tmpl,
+               CASE WHEN mm.n <= 8 THEN t.cand_tmpl END AS cand_tmpl,
+               coalesce(mm.mem, '{}'::text[]) AS mem, coalesce(mm.typ, '{}'::text[]) AS typ,
+               coalesce(mm.required, '{}'::text[]) AS required
+          FROM outbox.delivery_destinations AS dd
+          JOIN outbox.receipt_kinds AS rk ON rk.receipt_kind = dd.receipt_kind
+         CROSS JOIN LATERAL (
+                SELECT pg_catalog.count(*) AS n,
+                       pg_catalog.array_agg(m.member ORDER BY m.member COLLATE "C") AS mem,
+                       pg_catalog.array_agg(m.json_type ORDER BY m.member COLLATE "C") AS typ,
+                       pg_catalog.array_agg(m.member) FILTER (WHERE m.required) AS required
+                  FROM outbox.receipt_kind_members AS m WHERE m.receipt_kind = rk.receipt_kind
+              ) AS mm
+         CROSS JOIN LATERAL (
+                SELECT pg_catalog.string_agg(b.piece, '' ORDER BY b.k COLLATE "C") AS rc_tmpl,
+                       pg_catalog.string_agg(b.piece, '' ORDER BY b.k COLLATE "C") FILTER (WHERE b.in_candidate) AS cand_tmpl
+                  FROM (SELECT v.k, v.piece, v.in_candidate
+                          FROM (VALUES (rk.time_field, ',"' || rk.time_field || '":%1$s', false),
+                                       (rk.field_prefix || 'Ref', ',"' || rk.field_prefix || 'Ref":%2$s', false),
+                                       (rk.field_prefix || 'Digest', ',"' || rk.field_prefix || 'Digest":%3$s', false),
+                                       ('consumerName', ',"consumerName":%4$s', true),
+                                       ('destination', ',"destination":%5$s', true),
+                                       ('eventEnvelopeSha256', ',"eventEnvelopeSha256":%6$s', true),
+                                       ('eventId', ',"eventId":%7$s', true),
+                                       (rk.field_prefix || 'SchemaVersion', ',"' || rk.field_prefix || 'SchemaVersion":%8$s', true),
+                                       ('eventEnvelopeDigestAlgorithmVersion', ',"eventEnvelopeDigestAlgorithmVersion":"jcs-sha256-v1"', true),
+                                       (rk.field_prefix || 'DigestAlgorithmVersion', ',"' || rk.field_prefix || 'DigestAlgorithmVersion":"jcs-sha256-v1"', true)
+                               ) AS v(k, piece, in_candidate)
+                        UNION ALL
+                        SELECT m.member, '%' || (8 + m.i)::text || '$s', true
+                          FROM pg_catalog.unnest(mm.mem) WITH ORDINALITY AS m(member, i)) AS b
+              ) AS t
+         WHERE dd.destination IN (SELECT DISTINCT x.dest FROM unnest(v_dest) AS x(dest))
+    ), items AS (
+        SELECT x.*, pg_catalog.row_number() OVER (PARTITION BY x.dest, x.ev ORDER BY x.ord) AS rn
+          FROM unnest(v_ord, v_dest, v_event, v_attempt, v_token, v_ack, v_receipt, v_rcb, v_cand, v_state, v_detail)
+               AS x(ord, dest, ev, att, tok, ack, rc, rcb, cand, state, detail)
+    ), judged AS MATERIALIZED (
+        SELECT u.ord, u.state, u.detail, d.ctid AS row_ctid,
+               (u.state IS NULL AND u.rn = 1
+                AND d.status = 'leased' AND d.current_attempt_id = u.att AND d.lease_token = u.tok
+                AND d.lease_expires_at > v_now
+                AND k.receipt_type = d.expected_receipt_type
+                AND u.rcb ?& k.required
+                AND (d.required_projection_name IS NULL OR u.rcb ?& ARRAY['projectionName', 'projectionVersion'])
+                AND pg_catalog.jsonb_typeof(u.rcb->(k.p || 'Ref')) = 'string'
+                AND pg_catalog.length(u.rcb->>(k.p || 'Ref')) BETWEEN 1 AND 500
+                AND pg_catalog.jsonb_typeof(u.rcb->(k.p || 'Digest')) = 'string'
+                AND (u.rcb->>(k.p || 'Digest')) ~ '^[0-9a-f]{64}$'
+                AND pg_catalog.jsonb_typeof(u.rcb->k.time_field) = 'string'
+                AND CASE WHEN (u.rcb->>k.time_field) ~ '^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\.[0-9]{6}Z$'
+                              AND pg_catalog.left(u.rcb->>k.time_field, 4) <> '0000'
+                         THEN pg_catalog.substr(u.rcb->>k.time_field, 9, 2)::integer
+                              <= pg_catalog.date_part('day', pg_catalog.make_date(pg_catalog.substr(u.rcb->>k.time_field, 1, 4)::integer,
+                                                                                 pg_catalog.substr(u.rcb->>k.time_field, 6, 2)::integer, 1)
+                                                             + interval '1 month' - interval '1 day')
+                         ELSE false END
+                -- the receipt is exactly its canonical text rebuilt from what the kernel knows
+                AND u.rc::text = '{' || pg_catalog.substr(pg_catalog.format(k.rc_tmpl, VARIADIC r.args), 2) || '}'
+                -- its digest is jcs-sha256-v1 of the candidate (the same text minus Ref, Digest, time)
+                AND pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(
+                        '{' || pg_catalog.substr(pg_catalog.format(k.cand_tmpl, VARIADIC r.args), 2) || '}', 'UTF8')), 'hex')
+                    = u.rcb->>(k.p || 'Digest')
+                -- and the ack is exactly the canonical ActiveConsumerAck@1 of that receipt
+                AND u.ack::text = pg_catalog.format(
+                        '{"appliedReceipt":%s,"consumerName":%s,"destination":%s,"eventEnvelopeDigestAlgorithmVersion":%s,"eventEnvelopeSha256":%s,"eventId":%s}',
+                        pg_catalog.format(k.ar_tmpl, u.rcb->(k.p || 'Ref'), d.expected_receipt_schema_version, u.rcb->(k.p || 'Digest')),
+                        pg_catalog.to_json(d.consumer_name), pg_catalog.to_json(d.destination),
+                        pg_catalog.to_json(e.event_envelope_digest_algorithm_version),
+                        pg_catalog.to_json(e.event_envelope_sha256), pg_catalog.to_json(d.event_id::text))
+               ) IS TRUE AS fast_ok,
+               u.dest, u.ev, u.att, u.tok, u.ack, u.rc, u.cand, u.rn
+          FROM items AS u
           LEFT JOIN outbox.outbox_deliveries AS d ON d.destination = u.dest AND d.event_id = u.ev
           LEFT JOIN outbox.outbox_events AS e ON e.event_id = u.ev
-          LEFT JOIN outbox.delivery_destinations AS dd ON dd.destination = u.dest
-          LEFT JOIN outbox.receipt_kinds AS rk ON rk.receipt_kind = dd.receipt_kind
+          LEFT JOIN kinds AS k ON k.k_dest = u.dest
          CROSS JOIN LATERAL (
-                SELECT CASE WHEN u.state IS NOT NULL THEN NULL
-                            WHEN u.rn > 1
-                            THEN pg_catalog.format('delivery %s/%s appears more than once in this batch', u.dest, u.ev)
-                            ELSE outbox._fence_problem(d, u.dest, u.ev, u.att, u.tok, v_now) END AS problem
-              ) AS f
-         CROSS JOIN LATERAL (
-                SELECT CASE WHEN u.state IS NULL AND f.problem IS NULL
-                            THEN outbox._ack_problem(d, e, rk, u.ack, u.rc, u.cand) END AS problem
-              ) AS a
+                SELECT ARRAY[(u.rcb->k.time_field)::text, (u.rcb->(k.p || 'Ref'))::text, (u.rcb->(k.p || 'Digest'))::text,
+                             pg_catalog.to_json(d.consumer_name)::text, pg_catalog.to_json(d.destination)::text,
+                             pg_catalog.to_json(e.event_envelope_sha256)::text, pg_catalog.to_json(d.event_id::text)::text,
+                             d.expected_receipt_schema_version::text,
+                             outbox._receipt_member_piece(u.rcb, k.mem[1], k.typ[1], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.receipt_kind),
+                             outbox._receipt_member_piece(u.rcb, k.mem[2], k.typ[2], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.receipt_kind),
+                             outbox._receipt_member_piece(u.rcb, k.mem[3], k.typ[3], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.receipt_kind),
+                             outbox._receipt_member_piece(u.rcb, k.mem[4], k.typ[4], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.receipt_kind),
+                             outbox._receipt_member_piece(u.rcb, k.mem[5], k.typ[5], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.receipt_kind),
+                             outbox._receipt_member_piece(u.rcb, k.mem[6], k.typ[6], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.receipt_kind),
+                             outbox._receipt_member_piece(u.rcb, k.mem[7], k.typ[7], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.receipt_kind),
+                             outbox._receipt_member_piece(u.rcb, k.mem[8], k.typ[8], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.receipt_kind)
+                            ] AS args
+                OFFSET 0
+              ) AS r
     )
+    -- only the items the predicate rejected go through the rule itself (the same for one row or
+    -- a batch): outbox._ack_item_problem; OFFSET 0 keeps it one call per such item
     SELECT pg_catalog.array_agg(CASE WHEN j.state IS NOT NULL THEN j.state
-                                     WHEN j.fence_problem IS NOT NULL THEN 'OB001'
-                                     WHEN j.ack_problem IS NOT NULL THEN 'OB002' END ORDER BY j.ord),
-           pg_catalog.array_agg(coalesce(j.detail, j.fence_problem, j.ack_problem) ORDER BY j.ord)
-      INTO v_state, v_detail
-      FROM judged AS j;
+                                     WHEN j.fast_ok THEN NULL
+                                     ELSE v.verdict[1] END ORDER BY j.ord),
+           pg_catalog.array_agg(CASE WHEN j.state IS NOT NULL THEN j.detail
+                                     WHEN j.fast_ok THEN NULL
+                                     ELSE v.verdict[2] END ORDER BY j.ord),
+           pg_catalog.array_agg(j.row_ctid ORDER BY j.ord)
+      INTO v_state, v_detail, v_ctid
+      FROM judged AS j
+     CROSS JOIN LATERAL (
+            SELECT CASE WHEN j.state IS NULL AND NOT j.fast_ok
+                        THEN outbox._ack_item_problem(j.rn, j.dest, j.ev, j.att, j.tok, j.ack, j.rc, j.cand, v_now) END AS verdict
+            OFFSET 0
+          ) AS v;
 
-    -- 3. the accepted items: success finish (keeping the receipt body for the audit sweep
-    --    outbox.verify_ack_digests), acknowledged with the ack columns (R-AK-3)
+    -- 4. the accepted items (R-AK-3): acknowledged with the ack columns (the ack equals the
+    --    delivery, the event and the receipt's quartet: the judge proved it), found by ctid of the
+    --    rows locked above, and their success finishes (keeping the receipt body for the audit
+    --    sweep outbox.verify_ack_digests) - one statement
     WITH ok AS (
-        SELECT u.dest, u.ev, u.att, u.tok, u.ack::jsonb AS ack, u.rc
-          FROM unnest(v_dest, v_event, v_attempt, v_token, v_ack, v_receipt, v_state) AS u(dest, ev, att, tok, ack, rc, state)
+        SELECT u.row_ctid, u.dest, u.ev, u.att, u.tok, u.rc, u.rcb
+          FROM unnest(v_ctid, v_dest, v_event, v_attempt, v_token, v_receipt, v_rcb, v_state)
+               AS u(row_ctid, dest, ev, att, tok, rc, rcb, state)
          WHERE u.state IS NULL
-    ), finished AS (
-        INSERT INTO outbox.outbox_delivery_attempt_finishes
-               (attempt_id, finished_at, outcome, retry_disposition, normalized_error_code, sanitized_error_ref, receipt)
-        SELECT ok.att, v_now, 'acknowledged', 'none', NULL, NULL, ok.rc FROM ok
-        RETURNING attempt_id
     ), acked AS (
         UPDATE outbox.outbox_deliveries AS d
            SET status                                      = 'acknowledged',
@@ -121,31 +290,37 @@ BEGIN
                lease_owner                                 = NULL,
                lease_token                                 = NULL,
                lease_expires_at                            = NULL,
-               ack_consumer_name                           = ok.ack->>'consumerName',
+               ack_consumer_name                           = d.consumer_name,
                ack_receipt_kind                            = rk.receipt_kind,
                ack_receipt_type                            = rk.receipt_type,
-               ack_receipt_ref                             = ok.ack->'appliedReceipt'->>(rk.field_prefix || 'Ref'),
-               ack_receipt_schema_version                  = (ok.ack->'appliedReceipt'->>(rk.field_prefix || 'SchemaVersion'))::integer,
-               ack_receipt_digest_algorithm_version        = ok.ack->'appliedReceipt'->>(rk.field_prefix || 'DigestAlgorithmVersion'),
-               ack_receipt_digest                          = ok.ack->'appliedReceipt'->>(rk.field_prefix || 'Digest'),
-               ack_event_envelope_digest_algorithm_version = ok.ack->>'eventEnvelopeDigestAlgorithmVersion',
-               ack_event_envelope_sha256                   = ok.ack->>'eventEnvelopeSha256'
+               ack_receipt_ref                             = ok.rcb->>(rk.field_prefix || 'Ref'),
+               ack_receipt_schema_version                  = d.expected_receipt_schema_version,
+               ack_receipt_digest_algorithm_version        = 'jcs-sha256-v1',
+               ack_receipt_digest                          = ok.rcb->>(rk.field_prefix || 'Digest'),
+               ack_event_envelope_digest_algorithm_version = ok.rcb->>'eventEnvelopeDigestAlgorithmVersion',
+               ack_event_envelope_sha256                   = ok.rcb->>'eventEnvelopeSha256'
           FROM ok
           JOIN outbox.delivery_destinations AS dd ON dd.destination = ok.dest
           JOIN outbox.receipt_kinds AS rk ON rk.receipt_kind = dd.receipt_kind
-         WHERE d.destination = ok.dest AND d.event_id = ok.ev
+         WHERE d.ctid = ok.row_ctid
+           AND d.destination = ok.dest AND d.event_id = ok.ev
            AND d.status = 'leased' AND d.current_attempt_id = ok.att AND d.lease_token = ok.tok
-        RETURNING d.event_id, d.destination
+        RETURNING d.event_id, d.destination, d.current_attempt_id, ok.rc
+    ), finished AS (
+        INSERT INTO outbox.outbox_delivery_attempt_finishes
+               (attempt_id, finished_at, outcome, retry_disposition, normalized_error_code, sanitized_error_ref, receipt)
+        SELECT acked.current_attempt_id, v_now, 'acknowledged', 'none', NULL, NULL, acked.rc FROM acked
+        RETURNING attempt_id
     )
     SELECT pg_catalog.array_agg(DISTINCT acked.event_id), pg_catalog.array_agg(acked.destination),
            pg_catalog.array_agg(acked.event_id)
       INTO v_events, v_acked_dest, v_acked_event
       FROM acked;
 
-    -- 3b. an acknowledged head no longer holds its aggregate's chain (R-CL-6, R-CL-7)
+    -- 4b. an acknowledged head no longer holds its aggregate's chain (R-CL-6, R-CL-7)
     PERFORM outbox._release_successors(v_acked_dest, v_acked_event, v_now);
 
-    -- 4. publication, once per event (R-AK-4)
+    -- 5. publication, once per event (R-AK-4, HP-4)
     v_published := outbox._publish_events(v_events, v_now);
 
     RETURN QUERY
@@ -160,6 +335,6 @@ END
 $fn$;
 
 COMMENT ON FUNCTION outbox.ack_deliveries(json) IS
-    'Record many ActiveConsumerAck@1 outcomes in one transaction, each fenced and validated by the same rule as ack_delivery; one row per item in input order: complete | not_complete | rejected (sqlstate, detail). Publication once per completed event. SPEC R-AK-9, D-2.';
+    'Record many ActiveConsumerAck@1 outcomes in one transaction, each fenced and validated by the same rule as ack_delivery (one predicate per batch, the full rule only for rejected items); one row per item in input order: complete | not_complete | rejected (sqlstate, detail). Publication once per completed event. SPEC R-AK-9, D-2, HP-1.';
 REVOKE ALL ON FUNCTION outbox.ack_deliveries(json) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION outbox.ack_deliveries(json) TO outbox_dispatcher;

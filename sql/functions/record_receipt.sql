@@ -179,6 +179,19 @@ BEGIN
                   HINT = 'SPEC R-AK-1a: the required members of outbox.receipt_kind_members';
     END IF;
 
+    -- integer form (R-AK-1a): 1.0 or 1e0 is refused; read from the json text (jsonb prints 1e0 as 1)
+    SELECT pg_catalog.format('%s %s must be an integer written without fraction or exponent', k.k, p_receipt->>k.k)
+      INTO v_problem
+      FROM (SELECT v_p || 'SchemaVersion' AS k
+            UNION ALL
+            SELECT m.member FROM outbox.receipt_kind_members AS m
+             WHERE m.receipt_kind = v_kind.receipt_kind AND m.json_type = 'integer' AND v_doc ? m.member) AS k
+     WHERE p_receipt->>k.k !~ '^-?(0|[1-9][0-9]*)$'
+     LIMIT 1;
+    IF v_problem IS NOT NULL THEN
+        RAISE EXCEPTION 'receipt rejected: integer form'
+            USING ERRCODE = 'OB002', DETAIL = v_problem, HINT = 'SPEC R-AK-1a: integer members are JSON integers';
+    END IF;
     IF v_doc -> (v_p || 'SchemaVersion') IS DISTINCT FROM pg_catalog.to_jsonb(v_kind.receipt_schema_version) THEN
         RAISE EXCEPTION 'receipt rejected: %SchemaVersion', v_p
             USING ERRCODE = 'OB002', DETAIL = format('%s receipts use schema version %s', v_kind.receipt_kind, v_kind.receipt_schema_version);

@@ -15,7 +15,11 @@
 --   recovery_attempt_base; the base is 0 until outbox.redeliver_quarantined sets it), and so does
 --   the backoff: a re-delivered delivery starts again at base_delay with max_attempts to go.
 -- Set-based: lock (FOR UPDATE, destination/event order), judge, then one statement for the
---   pending ones and one (outbox._quarantine_write) for the exhausted ones.
+--   pending ones and one (outbox._quarantine_write) for the exhausted ones. No function runs
+--   once per item on the success path (HP-1): the fence rule, the ref sanitizer and the backoff
+--   are SQL expressions PostgreSQL inlines into these statements.
+-- Plans (HP-3): full-key joins, and seq scans, hash and merge joins disabled for the call, so
+--   the generic plans PL/pgSQL caches stay index lookups whatever the tables' size.
 -- Time: now = clock_timestamp() captured once per call.
 -- SQLSTATEs (whole call): 22023 when p_items is not a JSON array or has more than 1000 items.
 -- Caller: outbox_dispatcher (also through outbox.retry_delivery, a batch of one).
@@ -25,6 +29,9 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
 AS $fn$
 #variable_conflict use_column
 DECLARE
