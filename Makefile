@@ -98,10 +98,11 @@ check-sql-api: db-up
 ## side by side with River (SPEC §12a P-1, P-2: River and pgoutbox alternating, same cluster,
 ## same run), then the Go benchmarks of bench/; both go into docs/performance.md.
 BENCHTIME ?= 2000x
-## BENCH_RIVER_N jobs = events per side-by-side run, BENCH_RIVER_ROUNDS rounds of the four runs,
+## BENCH_RIVER_N jobs = events per side-by-side run, BENCH_RIVER_ROUNDS rounds (alternating pairs,
+## P-7: at least 3) of the four runs (six with P-6),
 ## BENCH_RIVER_PAYLOAD bytes of payload (River's job args and the event payload).
 BENCH_RIVER_N ?= 20000
-BENCH_RIVER_ROUNDS ?= 2
+BENCH_RIVER_ROUNDS ?= 3
 BENCH_RIVER_PAYLOAD ?= 400
 export BENCH_RIVER_N BENCH_RIVER_ROUNDS BENCH_RIVER_PAYLOAD
 bench: db-up

@@ -151,9 +151,9 @@ var categories = []category{
 	{"publication", "ack_call", -1, false, regexp.MustCompile(`(?i)outbox_publications|_publish_events|new_publications|pgoutbox\.publishing|p_event_ids`)},
 	// the deferred delivery-set check of appended events (a constraint trigger run at commit,
 	// so top level)
-	{"append", "-", 0, false, regexp.MustCompile(`(?i)_check_event_delivery_set`)},
+	{"append", "append_call,commit", 0, false, regexp.MustCompile(`(?i)_check_event_delivery_set`)},
 	// append: what append_events does inside (validation, event and delivery rows)
-	{"append", "append_call", -1, false, regexp.MustCompile(`(?i)insert\s+into\s+outbox\.outbox_(events|deliveries)\b|_append_validate|_envelope_fail|delivery_set_members|delivery_set_applicable_events|archived_events|kernel_settings|canonical_texts`)},
+	{"append", "append_call,commit", -1, false, regexp.MustCompile(`(?i)insert\s+into\s+outbox\.outbox_(events|deliveries)\b|_append_validate|_envelope_fail|delivery_set_members|delivery_set_applicable_events|archived_events|kernel_settings|canonical_texts`)},
 	// per item: statements of functions called once per item (HP-1 says none on the success path)
 	{"per_item", "judge or append", -1, true, regexp.MustCompile(``)},
 	// judge: parsing the items and every R-AK-2 check of the receipts and acks, batch-level
