@@ -155,7 +155,7 @@ var categories = []category{
 	// append: what append_events does inside (validation, event and delivery rows)
 	{"append", "append_call,commit", -1, false, regexp.MustCompile(`(?i)insert\s+into\s+outbox\.outbox_(events|deliveries)\b|_append_validate|_envelope_fail|delivery_set_members|delivery_set_applicable_events|archived_events|kernel_settings|canonical_texts`)},
 	// per item: statements of functions called once per item (HP-1 says none on the success path)
-	{"per_item", "judge or append", -1, true, regexp.MustCompile(``)},
+	{"per_item", "judge,append", -1, true, regexp.MustCompile(``)},
 	// judge: parsing the items and every R-AK-2 check of the receipts and acks, batch-level
 	{"judge", "ack_call", -1, false, regexp.MustCompile(`(?i)_ack_problem|_fence_problem|_jcs_|jcs_|_json_int|_batch_items|_lock_deliveries|json_to_recordset|json_array_elements|json_object_keys|receipt_kinds|_raise_item|sha256`)},
 }
@@ -264,7 +264,7 @@ func (b *budget) finish(ctx context.Context, admin *pgx.Conn, conns []*pgx.Conn,
 			w = "-"
 		}
 		lines = append(lines, fmt.Sprintf("BUDGET %scategory=%s calls=%d total_ms=%s us_per_item=%s statements=%d within=%s",
-			prefix, c, a.calls, msText(a.ms), us(a.ms, items), a.n, strings.ReplaceAll(w, " ", "_")))
+			prefix, c, a.calls, msText(a.ms), us(a.ms, items), a.n, w))
 	}
 	for i, s := range all[:min(top, len(all))] {
 		lines = append(lines, fmt.Sprintf("STMT %srank=%d toplevel=%t category=%s calls=%d total_ms=%s us_per_item=%s rows=%d query=%s",
