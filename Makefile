@@ -107,8 +107,9 @@ BENCH_RIVER_PAYLOAD ?= 400
 export BENCH_RIVER_N BENCH_RIVER_ROUNDS BENCH_RIVER_PAYLOAD
 bench: db-up
 	scripts/bench-river.sh bench-river.out
-	go test -tags bench -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 60m ./bench/ | tee bench.out
-	go run ./cmd/benchreport -in bench.out -river bench-river.out -out docs/performance.md -db "$(DATABASE_URL)"
+	rm -f bench-plans.out
+	PLAN_OUT=$(CURDIR)/bench-plans.out go test -tags bench -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 60m ./bench/ | tee bench.out
+	go run ./cmd/benchreport -in bench.out -river bench-river.out -plans bench-plans.out -out docs/performance.md -db "$(DATABASE_URL)"
 
 ## bench-river: only the side by side with River; replaces just that section of docs/performance.md
 ## (quick iteration: make bench-river BENCH_RIVER_N=5000 BENCH_RIVER_ROUNDS=1)
