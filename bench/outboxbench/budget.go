@@ -308,3 +308,29 @@ func median(xs []float64) float64 {
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
+
+// statsOff turns statement and function statistics off for every later session of the bench
+// database (both settings are superuser-settable per database), so a run shows their overhead.
+func statsOff(ctx context.Context, server, db string) error {
+	conn, err := pgx.Connect(ctx, server)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	id := pgx.Identifier{db}.Sanitize()
+	for _, q := range []string{"ALTER DATABASE " + id + " SET track_functions = 'none'"} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return err
+		}
+	}
+	var preloaded bool
+	if err := conn.QueryRow(ctx, `SELECT current_setting('shared_preload_libraries') ~ 'pg_stat_statements'`).Scan(&preloaded); err != nil {
+		return err
+	}
+	if preloaded {
+		if _, err := conn.Exec(ctx, "ALTER DATABASE "+id+" SET pg_stat_statements.track = 'none'"); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -70,6 +70,7 @@ type options struct {
 	lease, poll, timeout time.Duration
 	keep                 bool
 	top                  int
+	budget               bool
 }
 
 func main() {
@@ -87,6 +88,7 @@ func main() {
 	flag.DurationVar(&o.poll, "poll", 20*time.Millisecond, "wait after an empty claim while producers run (River's FetchPollInterval in its benchmark)")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up after this long")
 	flag.BoolVar(&o.keep, "keep", false, "keep the database afterwards")
+	flag.BoolVar(&o.budget, "budget", true, "collect the per-statement budget (false: pg_stat_statements.track and track_functions off in the bench database, to see their overhead)")
 	flag.IntVar(&o.top, "top", 15, "STMT and FUNC lines of the budget (top statements by total time, functions by self time)")
 	flag.Parse()
 
@@ -148,6 +150,11 @@ func run(ctx context.Context, o options) (string, error) {
 	}
 	if !o.keep {
 		defer func() { _ = migrate.DropDatabase(context.Background(), o.server, o.dbName) }()
+	}
+	if !o.budget { // before any session of the bench database starts
+		if err := statsOff(ctx, o.server, o.dbName); err != nil {
+			return "", err
+		}
 	}
 	admin, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -274,6 +281,9 @@ func run(ctx context.Context, o options) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("budget: %w", err)
 	}
+	if !o.budget {
+		budgetLines = nil
+	}
 
 	var sum pgcall.PublicationSummary
 	if _, err := admin.Exec(ctx, "SET ROLE outbox_auditor"); err != nil {
@@ -303,6 +313,7 @@ func run(ctx context.Context, o options) (string, error) {
 		"claim_ms_p50=" + strconv.FormatFloat(median(claimFull), 'f', 2, 64),
 		"claim_full_calls=" + strconv.Itoa(len(claimFull)),
 		"claim_any_ms_p50=" + strconv.FormatFloat(median(claimAny), 'f', 2, 64),
+		"budget=" + strconv.FormatBool(o.budget),
 	}
 	if o.mode == "p2" {
 		kv = append(kv, "producers="+strconv.Itoa(o.producers), "tx_size="+strconv.Itoa(o.txSize),
