@@ -17,7 +17,7 @@ export DATABASE_URL PGOUTBOX_URL PGOUTBOX_LOCAL_CLUSTER
 
 GO_TEST_FLAGS ?= -count=1 -timeout 40m
 
-.PHONY: chromium all build db-up db-down db-destroy db-reset db-url migrate test test-go check-sql-api fuzz bench bench-river demo soak schema clean node-deps
+.PHONY: chromium all build db-up db-down db-destroy db-reset db-url migrate test test-go check-sql-api fuzz bench bench-river bench-plans demo soak schema clean node-deps
 
 all: build
 
@@ -116,6 +116,13 @@ bench: db-up
 bench-river: db-up
 	scripts/bench-river.sh bench-river.out
 	go run ./cmd/benchreport -in "" -river bench-river.out -out docs/performance.md -db "$(DATABASE_URL)"
+
+## bench-plans: only BenchmarkPlanStability (HP-3: the batch path twice in one session from an
+## empty, unanalyzed database, and run 2's plans); replaces just its section of docs/performance.md
+bench-plans: db-up
+	rm -f bench-plans.out
+	PLAN_OUT=$(CURDIR)/bench-plans.out go test -tags bench -run '^$$' -bench BenchmarkPlanStability -benchtime 1x -timeout 30m ./bench/
+	go run ./cmd/benchreport -in "" -plans bench-plans.out -out docs/performance.md -db "$(DATABASE_URL)"
 
 ## demo: the whole system on the local cluster; stops by itself
 demo: db-up

@@ -15,8 +15,8 @@ package bench
 // analyzes within the run depends on its naptime). b.N is ignored: each run appends and
 // dispatches PLAN_N1 (default 1,000) and PLAN_N2 (default 10,000) events once.
 //
-// The plans of run 2's last claim and ack (auto_explain, nested statements, sent to this
-// client as LOG notices) are appended to the file named by PLAN_OUT (make bench:
+// The plans of run 2's last claim and ack (auto_explain with log_analyze, nested statements,
+// sent to this client as LOG notices) are appended to the file named by PLAN_OUT (make bench:
 // bench-plans.out), which cmd/benchreport -plans copies into docs/performance.md.
 
 import (
@@ -131,6 +131,8 @@ func planStability(b *testing.B, autovacuum bool) {
 				exec(`LOAD 'auto_explain'`)
 				exec(`SET auto_explain.log_min_duration = 0`)
 				exec(`SET auto_explain.log_nested_statements = on`)
+				exec(`SET auto_explain.log_analyze = on`) // actual rows and loops of this one cycle
+				exec(`SET auto_explain.log_triggers = on`)
 				exec(`SET client_min_messages = log`)
 				exec(`SET ROLE outbox_dispatcher`)
 				capturing = true

@@ -7,8 +7,9 @@
 //	benchreport -in bench.out -river bench-river.out -out docs/performance.md -db URL
 //	benchreport -in "" -river bench-river.out -out docs/performance.md -db URL   # that section only
 //
-// With -in "" the existing report is kept and only the side-by-side section is replaced
-// (`make bench-river`).
+// With -in "" the existing report is kept and only the side-by-side section (-river) and the
+// plans section (-plans, BenchmarkPlanStability's PLAN_OUT file, HP-3) are replaced
+// (`make bench-river`, `make bench-plans`).
 package main
 
 import (
@@ -58,21 +59,43 @@ func main() {
 		}
 		sbs = &s
 	}
+	var plans *planSet
+	if *plansFile != "" {
+		if f, err := os.Open(*plansFile); err == nil {
+			ps, err := parsePlans(f)
+			f.Close()
+			if err != nil {
+				fatal(err)
+			}
+			plans = &ps
+		} else if !os.IsNotExist(err) {
+			fatal(err)
+		}
+	}
 	settings := readSettings(*db)
-	if *in == "" { // only the side-by-side section, into the existing report
-		if sbs == nil {
-			fatal(fmt.Errorf("nothing to do: -in and -river are both empty"))
+	if *in == "" { // only the side-by-side and plans sections, into the existing report
+		if sbs == nil && plans == nil {
+			fatal(fmt.Errorf("nothing to do: -in, -river and -plans are all empty"))
 		}
 		old, err := os.ReadFile(*out)
 		if err != nil && !os.IsNotExist(err) {
 			fatal(err)
 		}
-		var b strings.Builder
-		renderSideBySide(&b, *sbs, settings)
-		if err := os.WriteFile(*out, []byte(replaceSection(string(old), b.String())), 0o644); err != nil {
+		doc := string(old)
+		if sbs != nil {
+			var b strings.Builder
+			renderSideBySide(&b, *sbs, settings)
+			doc = replaceSection(doc, b.String())
+		}
+		if plans != nil {
+			var b strings.Builder
+			renderPlans(&b, *plans)
+			doc = replaceHeading(doc, plansHeading, "\n"+strings.TrimLeft(b.String(), "\n"), "")
+		}
+		if err := os.WriteFile(*out, []byte(doc), 0o644); err != nil {
 			fatal(err)
 		}
-		fmt.Printf("wrote %s (side by side with River: %d results)\n", *out, len(sbs.results))
+		fmt.Printf("wrote %s (side by side with River: %v, plans: %v)\n", *out, sbs != nil, plans != nil)
 		return
 	}
 	f, err := os.Open(*in)
@@ -86,15 +109,8 @@ func main() {
 	}
 	var b strings.Builder
 	render(&b, results, cpu, settings, sbs)
-	if *plansFile != "" {
-		if f, err := os.Open(*plansFile); err == nil {
-			ps, err := parsePlans(f)
-			f.Close()
-			if err != nil {
-				fatal(err)
-			}
-			renderPlans(&b, ps)
-		}
+	if plans != nil {
+		renderPlans(&b, *plans)
 	}
 	if err := os.WriteFile(*out, []byte(b.String()), 0o644); err != nil {
 		fatal(err)

@@ -159,3 +159,40 @@ func TestSideBySideSpreadBudget(t *testing.T) {
 		t.Errorf("P-2 without lines: no rounds, not measured:\n%s", out)
 	}
 }
+
+const plansSample = `SUMMARY BenchmarkPlanStability/autovacuum_off run1_events=1000 run2_events=10000 run1_dispatch_us=2066 run2_dispatch_us=5876 run1_append_us=1647 run2_append_us=1358 dispatch_ratio=2.84 path_ratio=1.95 tables_analyzed=0
+PLAN BenchmarkPlanStability/autovacuum_off run2 statement 1
+duration: 180.230 ms  plan:
+Query Text: WITH ok AS (
+  ->  Index Scan using outbox_deliveries_pkey on outbox_deliveries d
+ENDPLAN
+`
+
+// HP-3: the plan-stability summary against 1.5 and run 2's plans, as their own section that
+// benchreport -in "" -plans replaces in an existing report.
+func TestPlans(t *testing.T) {
+	ps, err := parsePlans(strings.NewReader(plansSample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps.summaries) != 1 || len(ps.plans) != 1 || !strings.Contains(ps.plans[0].text, "Index Scan using outbox_deliveries_pkey") {
+		t.Fatalf("parsed %+v", ps)
+	}
+	var b strings.Builder
+	renderPlans(&b, ps)
+	out := b.String()
+	for _, want := range []string{
+		plansHeading + "\n",
+		"| BenchmarkPlanStability/autovacuum_off | 1000 | 10000 | 2066 → 5876 | 1647 → 1358 | 2.84 | 1.95 | **missed** | 0 |",
+		"<details><summary>BenchmarkPlanStability/autovacuum_off run2 statement 1</summary>",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("section lacks %q:\n%s", want, out)
+		}
+	}
+	doc := "# r\n\n## Targets\n\nt\n\n" + plansHeading + "\n\nold\n\n## Where the time goes\n\nn\n"
+	got := replaceHeading(doc, plansHeading, out, "")
+	if strings.Contains(got, "old") || !strings.Contains(got, "2066 → 5876") || !strings.HasSuffix(got, "## Where the time goes\n\nn\n") {
+		t.Fatalf("replace:\n%s", got)
+	}
+}

@@ -368,15 +368,23 @@ func orQ(s string) string {
 // replaceSection returns doc with the side-by-side section replaced by section (inserted before
 // "## Targets", or appended, when doc has none).
 func replaceSection(doc, section string) string {
-	if i := strings.Index(doc, sideBySideHeading); i >= 0 {
-		rest := doc[i+len(sideBySideHeading):]
+	return replaceHeading(doc, sideBySideHeading, section, "## Targets")
+}
+
+// replaceHeading returns doc with the section that starts with heading (up to the next "## ")
+// replaced by section; a doc without it gets section before the heading before, or at the end.
+func replaceHeading(doc, heading, section, before string) string {
+	if i := strings.Index(doc, heading); i >= 0 {
+		rest := doc[i+len(heading):]
 		if j := strings.Index(rest, "\n## "); j >= 0 {
 			return doc[:i] + section + rest[j+1:]
 		}
 		return doc[:i] + section
 	}
-	if i := strings.Index(doc, "## Targets"); i >= 0 {
-		return doc[:i] + section + doc[i:]
+	if before != "" {
+		if i := strings.Index(doc, before); i >= 0 {
+			return doc[:i] + section + doc[i:]
+		}
 	}
 	if doc != "" && !strings.HasSuffix(doc, "\n\n") {
 		doc = strings.TrimRight(doc, "\n") + "\n\n"
