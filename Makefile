@@ -17,7 +17,7 @@ export DATABASE_URL PGOUTBOX_URL PGOUTBOX_LOCAL_CLUSTER
 
 GO_TEST_FLAGS ?= -count=1 -timeout 40m
 
-.PHONY: chromium all build db-up db-down db-destroy db-reset db-url migrate test test-go check-sql-api fuzz bench bench-river demo soak schema clean node-deps
+.PHONY: chromium all build db-up db-down db-destroy db-reset db-url migrate test test-go check-sql-api fuzz bench bench-river bench-plans demo soak schema clean node-deps
 
 all: build
 
@@ -98,22 +98,31 @@ check-sql-api: db-up
 ## side by side with River (SPEC §12a P-1, P-2: River and pgoutbox alternating, same cluster,
 ## same run), then the Go benchmarks of bench/; both go into docs/performance.md.
 BENCHTIME ?= 2000x
-## BENCH_RIVER_N jobs = events per side-by-side run, BENCH_RIVER_ROUNDS rounds of the four runs,
+## BENCH_RIVER_N jobs = events per side-by-side run, BENCH_RIVER_ROUNDS rounds (alternating pairs,
+## P-7: at least 3) of the four runs (six with P-6),
 ## BENCH_RIVER_PAYLOAD bytes of payload (River's job args and the event payload).
 BENCH_RIVER_N ?= 20000
-BENCH_RIVER_ROUNDS ?= 2
+BENCH_RIVER_ROUNDS ?= 3
 BENCH_RIVER_PAYLOAD ?= 400
 export BENCH_RIVER_N BENCH_RIVER_ROUNDS BENCH_RIVER_PAYLOAD
 bench: db-up
 	scripts/bench-river.sh bench-river.out
-	go test -tags bench -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 60m ./bench/ | tee bench.out
-	go run ./cmd/benchreport -in bench.out -river bench-river.out -out docs/performance.md -db "$(DATABASE_URL)"
+	rm -f bench-plans.out
+	PLAN_OUT=$(CURDIR)/bench-plans.out go test -tags bench -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 60m ./bench/ | tee bench.out
+	go run ./cmd/benchreport -in bench.out -river bench-river.out -plans bench-plans.out -out docs/performance.md -db "$(DATABASE_URL)"
 
 ## bench-river: only the side by side with River; replaces just that section of docs/performance.md
 ## (quick iteration: make bench-river BENCH_RIVER_N=5000 BENCH_RIVER_ROUNDS=1)
 bench-river: db-up
 	scripts/bench-river.sh bench-river.out
 	go run ./cmd/benchreport -in "" -river bench-river.out -out docs/performance.md -db "$(DATABASE_URL)"
+
+## bench-plans: only BenchmarkPlanStability (HP-3: the batch path twice in one session from an
+## empty, unanalyzed database, and run 2's plans); replaces just its section of docs/performance.md
+bench-plans: db-up
+	rm -f bench-plans.out
+	PLAN_OUT=$(CURDIR)/bench-plans.out go test -tags bench -run '^$$' -bench BenchmarkPlanStability -benchtime 1x -timeout 30m ./bench/
+	go run ./cmd/benchreport -in "" -plans bench-plans.out -out docs/performance.md -db "$(DATABASE_URL)"
 
 ## demo: the whole system on the local cluster; stops by itself
 demo: db-up

@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# Side by side with River (SPEC §12a P-1, P-2): River and pgoutbox alternating on the same
+# Side by side with River (SPEC §12a P-1, P-2, P-6): River and pgoutbox alternating on the same
 # cluster in the same run, every result line collected into one file for cmd/benchreport.
 #
 #   scripts/bench-river.sh OUT        (DATABASE_URL: superuser URL of the cluster's maintenance db)
 #
-# Per round: river backlog, pgoutbox p1, river concurrent, pgoutbox p2. Environment knobs:
-# BENCH_RIVER_N (events = jobs per run, default 20000), BENCH_RIVER_ROUNDS (default 2),
-# BENCH_RIVER_PAYLOAD (bytes, default 400), BENCH_RIVER_FLAGS / BENCH_OUTBOX_FLAGS (extra flags
-# for bench/river/cmd/riverbench and bench/outboxbench).
+# Per round: river backlog, pgoutbox p1, river concurrent, pgoutbox p2, and (P-6) river
+# insertmany, pgoutbox p6 when both binaries know those modes (their -h names them). Each round
+# is one alternating pair per figure; P-7 asks for at least 3, so the report can show the spread
+# (cmd/benchreport: median, min..max, per-pair ratios, BIMODAL). Environment knobs:
+# BENCH_RIVER_N (events = jobs per run, default 20000), BENCH_RIVER_ROUNDS (default 3),
+# BENCH_RIVER_PAYLOAD (bytes, default 400), BENCH_P6_N (envelopes of the P-6 append run, default
+# 50000), BENCH_RIVER_FLAGS / BENCH_OUTBOX_FLAGS (extra flags for bench/river/cmd/riverbench and
+# bench/outboxbench).
+#
+# Besides the RESULT lines, outboxbench's BUDGET / STMT / FUNC lines (HP-6 per-statement budget)
+# are collected, each tagged with its round.
 #
 # River lives in a Go module of its own (bench/river) so the product's go.mod never depends on
 # it; its modules are downloaded here through the module proxy (GOPROXY) on first use.
@@ -16,7 +23,8 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: scripts/bench-river.sh OUT}
 : "${DATABASE_URL:?DATABASE_URL must name the maintenance database of the cluster}"
 n=${BENCH_RIVER_N:-20000}
-rounds=${BENCH_RIVER_ROUNDS:-2}
+rounds=${BENCH_RIVER_ROUNDS:-3}
+p6n=${BENCH_P6_N:-50000}
 payload=${BENCH_RIVER_PAYLOAD:-400}
 
 mkdir -p "$top/bin"
@@ -30,13 +38,28 @@ cpu=$(grep -m1 '^model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^
   echo "MACHINE $(nproc) cores${cpu:+, $cpu}, load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?') at start"
 } > "$out"
 
-step() { # step ROUND CMD -server URL -mode MODE ...: one measurement, its RESULT line tagged with the round
+step() { # step ROUND CMD -server URL -mode MODE ...: one measurement, its lines tagged with the round
   local r=$1; shift
   echo "bench-river: round $r: $(basename "$1") $5" >&2
-  local line
-  line=$("$@" | grep '^RESULT ') || { echo "bench-river: failed: $*" >&2; exit 1; }
-  echo "$line round=$r" | tee -a "$out"
+  local res
+  res=$("$@") || { echo "bench-river: failed: $*" >&2; exit 1; }
+  grep -q '^RESULT ' <<<"$res" || { echo "bench-river: no RESULT line: $*" >&2; exit 1; }
+  # round=R right after "<system> <mode>" (keys are read anywhere in the line; STMT lines end
+  # with their query text)
+  grep -E '^(RESULT|BUDGET|STMT|FUNC) ' <<<"$res" | sed -E "s/^((RESULT|BUDGET|STMT|FUNC) [^ ]+ [^ ]+)/\1 round=$r/" >> "$out"
+  grep '^RESULT ' <<<"$res" >&2
 }
+
+# P-6 (append_events vs InsertMany) lands from another branch: run it only when both binaries
+# name the mode in their usage.
+p6=0
+river_usage=$("$top/bin/riverbench" -h 2>&1 || true)
+outbox_usage=$("$top/bin/outboxbench" -h 2>&1 || true)
+if grep -qw insertmany <<<"$river_usage" && grep -qw p6 <<<"$outbox_usage"; then
+  p6=1
+else
+  echo "bench-river: riverbench -mode insertmany / outboxbench -mode p6 not available; P-6 not measured" >&2
+fi
 
 for r in $(seq 1 "$rounds"); do
   # shellcheck disable=SC2086
@@ -47,5 +70,11 @@ for r in $(seq 1 "$rounds"); do
   step "$r" "$top/bin/riverbench" -server "$DATABASE_URL" -mode concurrent -n "$n" -payload "$payload" ${BENCH_RIVER_FLAGS:-}
   # shellcheck disable=SC2086
   step "$r" "$top/bin/outboxbench" -server "$DATABASE_URL" -mode p2 -n "$n" -payload "$payload" ${BENCH_OUTBOX_FLAGS:-}
+  if [ "$p6" = 1 ]; then
+    # shellcheck disable=SC2086
+    step "$r" "$top/bin/riverbench" -server "$DATABASE_URL" -mode insertmany -n "$p6n" -payload "$payload" ${BENCH_RIVER_FLAGS:-}
+    # shellcheck disable=SC2086
+    step "$r" "$top/bin/outboxbench" -server "$DATABASE_URL" -mode p6 -n "$p6n" -payload "$payload" ${BENCH_OUTBOX_FLAGS:-}
+  fi
 done
 echo "MACHINE_END load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?') at end" >> "$out"

@@ -5,6 +5,11 @@
 # otherwise under /tmp/pgoutbox-<hash of the checkout path>. Port and socket are derived from
 # the same hash, so two checkouts never share a cluster. DATABASE_URL overrides everything:
 # with it set, `up` and `down` do nothing and `url` prints it.
+#
+# The cluster preloads pg_stat_statements (track = all: the statements inside PL/pgSQL functions
+# are counted too) and tracks function calls (track_functions = all), so `make bench` can print
+# the per-statement budget (SPEC §12a HP-6) and tests can count function calls (HP-1). A running
+# cluster created before these settings is restarted by `up` with them (see ensure_conf).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 hash=$(printf '%s' "$top" | cksum | cut -d' ' -f1)
@@ -62,6 +67,19 @@ url="postgres://postgres@127.0.0.1:$port/$dbname?sslmode=disable"
 
 running() { as_pg "$pgbin/pg_ctl" -D "$data" status >/dev/null 2>&1; }
 
+# ensure_conf appends the statistics settings to a cluster's postgresql.conf once (clusters made
+# before they existed get them too); the last occurrence of a setting wins in postgresql.conf.
+ensure_conf() {
+  grep -q '^# pgoutbox: statement statistics' "$data/postgresql.conf" 2>/dev/null && return 0
+  as_pg tee -a "$data/postgresql.conf" >/dev/null <<CONF
+# pgoutbox: statement statistics (SPEC §12a HP-6 budget, HP-1 function calls)
+shared_preload_libraries = 'pg_stat_statements'
+pg_stat_statements.track = all
+pg_stat_statements.max = 10000
+track_functions = all
+CONF
+}
+
 case "${1:-}" in
   up)
     if [ -n "${DATABASE_URL:-}" ]; then exit 0; fi
@@ -79,6 +97,14 @@ fsync = on
 synchronous_commit = on
 log_min_messages = warning
 CONF
+    fi
+    ensure_conf
+    if running && [ "$(as_pg "$pgbin/psql" -h "$sock" -p "$port" -U postgres -d postgres -qAtX \
+          -c "SELECT current_setting('shared_preload_libraries') LIKE '%pg_stat_statements%'" 2>/dev/null)" != t ]; then
+      # A cluster started before pg_stat_statements was configured: restart it with it (HP-6).
+      echo "pg.sh: restarting the cluster to preload pg_stat_statements" >&2
+      as_pg "$pgbin/pg_ctl" -D "$data" -l "$base/server.log" -m fast -w -t 60 restart >/dev/null \
+        || { tail -n 30 "$base/server.log"; exit 1; }
     fi
     if ! running; then
       as_pg mkdir -p "$sock"

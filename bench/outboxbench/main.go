@@ -21,6 +21,11 @@
 // pgoutbox_bench_sbs) on the cluster of -server. The result is one line on stdout:
 //
 //	RESULT pgoutbox p1 deliveries_per_sec=… events_published_per_sec=… events=… …
+//	       wal_bytes_per_event=… claim_ms_p50=… (P-4: WAL of the measured phase per event;
+//	       median wall time in Go of a claim that returned a full batch)
+//
+// followed by the per-statement budget of the measured phase (HP-6; BUDGET, STMT and FUNC
+// lines, see budget.go).
 package main
 
 import (
@@ -64,6 +69,8 @@ type options struct {
 	producers, txSize    int
 	lease, poll, timeout time.Duration
 	keep                 bool
+	top                  int
+	budget               bool
 }
 
 func main() {
@@ -81,6 +88,8 @@ func main() {
 	flag.DurationVar(&o.poll, "poll", 20*time.Millisecond, "wait after an empty claim while producers run (River's FetchPollInterval in its benchmark)")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up after this long")
 	flag.BoolVar(&o.keep, "keep", false, "keep the database afterwards")
+	flag.BoolVar(&o.budget, "budget", true, "collect the per-statement budget (false: pg_stat_statements.track and track_functions off in the bench database, to see their overhead)")
+	flag.IntVar(&o.top, "top", 15, "STMT and FUNC lines of the budget (top statements by total time, functions by self time)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -142,6 +151,11 @@ func run(ctx context.Context, o options) (string, error) {
 	if !o.keep {
 		defer func() { _ = migrate.DropDatabase(context.Background(), o.server, o.dbName) }()
 	}
+	if !o.budget { // before any session of the bench database starts
+		if err := statsOff(ctx, o.server, o.dbName); err != nil {
+			return "", err
+		}
+	}
 	admin, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return "", err
@@ -183,6 +197,28 @@ func run(ctx context.Context, o options) (string, error) {
 		prodErr   error
 		prodDone  = make(chan struct{})
 	)
+	// The measured phase starts here: pg_stat_statements reset, function counts and WAL position
+	// taken (HP-6, P-4).
+	bud, err := startBudget(ctx, admin, append(append([]*pgx.Conn(nil), prods...), disps...))
+	if err != nil {
+		return "", fmt.Errorf("budget: %w", err)
+	}
+	var (
+		claimMu   sync.Mutex
+		claimFull []float64 // ms of each claim that returned a full batch
+		claimAny  []float64 // ms of each claim that returned anything
+	)
+	timedClaim := func(d time.Duration, n int) {
+		claimMu.Lock()
+		defer claimMu.Unlock()
+		ms := float64(d) / float64(time.Millisecond)
+		if n > 0 {
+			claimAny = append(claimAny, ms)
+		}
+		if n == o.batch {
+			claimFull = append(claimFull, ms)
+		}
+	}
 	wctx, wcancel := context.WithCancel(ctx) // a failing worker stops producers and workers alike
 	defer wcancel()
 	start := time.Now()
@@ -208,7 +244,7 @@ func run(ctx context.Context, o options) (string, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := work(wctx, conn, "sbs-"+strconv.Itoa(w), o, &producing, func(outs []itemOutcome) error {
+			err := work(wctx, conn, "sbs-"+strconv.Itoa(w), o, &producing, timedClaim, func(outs []itemOutcome) error {
 				for _, r := range outs {
 					switch r.Outcome {
 					case "complete":
@@ -241,6 +277,13 @@ func run(ctx context.Context, o options) (string, error) {
 		return "", fmt.Errorf("producers: %w", prodErr)
 	}
 	elapsed := time.Unix(0, lastAck.Load()).Sub(start)
+	walPerEvent, budgetLines, err := bud.finish(ctx, admin, append(append([]*pgx.Conn(nil), prods...), disps...), o.mode, o.n, o.top)
+	if err != nil {
+		return "", fmt.Errorf("budget: %w", err)
+	}
+	if !o.budget {
+		budgetLines = nil
+	}
 
 	var sum pgcall.PublicationSummary
 	if _, err := admin.Exec(ctx, "SET ROLE outbox_auditor"); err != nil {
@@ -264,12 +307,19 @@ func run(ctx context.Context, o options) (string, error) {
 		"batch=" + strconv.Itoa(o.batch),
 		"ack=" + ackMode,
 		"gomaxprocs=" + strconv.Itoa(runtime.GOMAXPROCS(0)),
+		// P-4: WAL of the measured phase (p1: dispatch only; p2: appends and dispatch) per event
+		"wal_bytes_per_event=" + strconv.FormatFloat(walPerEvent, 'f', 0, 64),
+		// claim of -batch: median wall time in Go of the claims that returned a full batch
+		"claim_ms_p50=" + strconv.FormatFloat(median(claimFull), 'f', 2, 64),
+		"claim_full_calls=" + strconv.Itoa(len(claimFull)),
+		"claim_any_ms_p50=" + strconv.FormatFloat(median(claimAny), 'f', 2, 64),
+		"budget=" + strconv.FormatBool(o.budget),
 	}
 	if o.mode == "p2" {
 		kv = append(kv, "producers="+strconv.Itoa(o.producers), "tx_size="+strconv.Itoa(o.txSize),
 			"appended_per_sec="+rate(int64(o.n), appendDur))
 	}
-	return "RESULT pgoutbox " + o.mode + " " + strings.Join(kv, " "), nil
+	return strings.Join(append([]string{"RESULT pgoutbox " + o.mode + " " + strings.Join(kv, " ")}, budgetLines...), "\n"), nil
 }
 
 func rate(n int64, d time.Duration) string {
@@ -334,14 +384,17 @@ func appendAll(ctx context.Context, prods []*pgx.Conn, o options) (time.Duration
 
 // work is one dispatcher worker: claim a batch, build each delivery's receipt and ack in Go,
 // acknowledge the batch, until nothing is left to claim and no producer is running.
-func work(ctx context.Context, conn *pgx.Conn, worker string, o options, producing *atomic.Bool, done func([]itemOutcome) error) error {
+func work(ctx context.Context, conn *pgx.Conn, worker string, o options, producing *atomic.Bool,
+	timed func(time.Duration, int), done func([]itemOutcome) error) error {
 	for {
 		running := producing.Load() // read before the claim: an empty claim after the producers finished ends the worker
+		t0 := time.Now()
 		cs, err := pgcall.ClaimDeliveries(ctx, conn, pgcall.ClaimParams{Worker: worker, Destinations: []string{destination},
 			BatchSize: o.batch, Lease: o.lease})
 		if err != nil {
 			return err
 		}
+		timed(time.Since(t0), len(cs))
 		if len(cs) == 0 {
 			if !running {
 				return nil

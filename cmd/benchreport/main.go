@@ -7,8 +7,9 @@
 //	benchreport -in bench.out -river bench-river.out -out docs/performance.md -db URL
 //	benchreport -in "" -river bench-river.out -out docs/performance.md -db URL   # that section only
 //
-// With -in "" the existing report is kept and only the side-by-side section is replaced
-// (`make bench-river`).
+// With -in "" the existing report is kept and only the side-by-side section (-river) and the
+// plans section (-plans, BenchmarkPlanStability's PLAN_OUT file, HP-3) are replaced
+// (`make bench-river`, `make bench-plans`).
 package main
 
 import (
@@ -43,6 +44,7 @@ func main() {
 	out := flag.String("out", "docs/performance.md", "report to write")
 	db := flag.String("db", os.Getenv("DATABASE_URL"), "the cluster the benchmarks ran on (for its settings)")
 	river := flag.String("river", "", "RESULT lines of scripts/bench-river.sh (side by side with River); empty: none")
+	plansFile := flag.String("plans", "", "SUMMARY/PLAN lines of BenchmarkPlanStability (PLAN_OUT; HP-3); empty or missing: none")
 	flag.Parse()
 	var sbs *sideBySide
 	if *river != "" {
@@ -57,21 +59,43 @@ func main() {
 		}
 		sbs = &s
 	}
+	var plans *planSet
+	if *plansFile != "" {
+		if f, err := os.Open(*plansFile); err == nil {
+			ps, err := parsePlans(f)
+			f.Close()
+			if err != nil {
+				fatal(err)
+			}
+			plans = &ps
+		} else if !os.IsNotExist(err) {
+			fatal(err)
+		}
+	}
 	settings := readSettings(*db)
-	if *in == "" { // only the side-by-side section, into the existing report
-		if sbs == nil {
-			fatal(fmt.Errorf("nothing to do: -in and -river are both empty"))
+	if *in == "" { // only the side-by-side and plans sections, into the existing report
+		if sbs == nil && plans == nil {
+			fatal(fmt.Errorf("nothing to do: -in, -river and -plans are all empty"))
 		}
 		old, err := os.ReadFile(*out)
 		if err != nil && !os.IsNotExist(err) {
 			fatal(err)
 		}
-		var b strings.Builder
-		renderSideBySide(&b, *sbs, settings)
-		if err := os.WriteFile(*out, []byte(replaceSection(string(old), b.String())), 0o644); err != nil {
+		doc := string(old)
+		if sbs != nil {
+			var b strings.Builder
+			renderSideBySide(&b, *sbs, settings)
+			doc = replaceSection(doc, b.String())
+		}
+		if plans != nil {
+			var b strings.Builder
+			renderPlans(&b, *plans)
+			doc = replaceHeading(doc, plansHeading, "\n"+strings.TrimLeft(b.String(), "\n"), "")
+		}
+		if err := os.WriteFile(*out, []byte(doc), 0o644); err != nil {
 			fatal(err)
 		}
-		fmt.Printf("wrote %s (side by side with River: %d results)\n", *out, len(sbs.results))
+		fmt.Printf("wrote %s (side by side with River: %v, plans: %v)\n", *out, sbs != nil, plans != nil)
 		return
 	}
 	f, err := os.Open(*in)
@@ -85,6 +109,9 @@ func main() {
 	}
 	var b strings.Builder
 	render(&b, results, cpu, settings, sbs)
+	if plans != nil {
+		renderPlans(&b, *plans)
+	}
 	if err := os.WriteFile(*out, []byte(b.String()), 0o644); err != nil {
 		fatal(err)
 	}
@@ -183,6 +210,9 @@ var targets = []target{
 	{"append hot path vs plain insert (1 destination)", "BenchmarkAppend", "hot_path_1_destination_ratio", 3, false},
 	{"claim latency ratio backlog 10^6 / 10^3", "BenchmarkClaimLatency", "ratio_1e6/1e3", 1.5, false},
 	{"WAL per delivered event, 1 KiB payload (bytes)", "BenchmarkWriteAmplification", "WAL_bytes/event", 4096, false},
+	{"HP-3 plan stability, autovacuum off: path µs/item run 2 / run 1 (plans cached on empty tables)", "BenchmarkPlanStability/autovacuum_off", "path_ratio_run2/run1", 1.5, false},
+	{"HP-3 plan stability, autovacuum off: dispatch (claim + ack) µs/item run 2 / run 1", "BenchmarkPlanStability/autovacuum_off", "dispatch_ratio_run2/run1", 1.5, false},
+	{"HP-3 plan stability, autovacuum on: path µs/item run 2 / run 1", "BenchmarkPlanStability/autovacuum_on", "path_ratio_run2/run1", 1.5, false},
 	{"P-3 dispatch of a pre-appended backlog to a consumer writing its receipt, 1 destination, batch 100 (events/s)", "BenchmarkPipeline/backlog/1dest/batch100", "events/s", 3000, true},
 	{"P-3 end to end with appends running concurrently, 1 destination (events/s)", "BenchmarkPipeline/concurrent_appends/1dest/batch100", "events/s", 2000, true},
 }

@@ -76,11 +76,11 @@ func TestSideBySide(t *testing.T) {
 		"N = 5000 jobs / events per run, payload 400 bytes.",
 		"Machine: 2 cores, Intel(R) Xeon(R) Processor, load average 1.00 0.50 0.20 at start, load average 2.00 1.00 0.50 at end.",
 		"PostgreSQL: server_version 15.18, fsync on.",
-		"| P-1 dispatch of a pre-appended backlog | 1 | 10000 worked jobs/s | 1000 | 1000 | 0.10 |",
-		"| P-1 | mean | 8000 worked jobs/s | 2000 | 2000 | **0.25** |",
-		"| P-2 | mean | 6000 insert-and-work jobs/s | 6000 | 6000 | **1.00** |",
-		"| P-1 | 0.25 | ≥ 0.50 | 1.00 | **missed** |",
-		"| P-2 | 1.00 | ≥ 0.50 | 1.00 | met, aim reached |",
+		"| P-1 dispatch of a pre-appended backlog | 1 | 10000 worked jobs/s | 1000 deliveries/s | 1000 | 0.10 |",
+		// P-7: median (min–max) per side, per-pair ratios, their median, BIMODAL when > 1.5x apart
+		"| P-1 | 2 | 8000 (6000–10000) worked jobs/s | 2000 (1000–3000) | 0.10, 0.50 | **0.30** | ≥ 0.50 | 1.00 | **missed**; fewer than 3 pairs (P-7); **BIMODAL** (pairs 5.00× apart, pgoutbox runs 3.00× apart, River runs 1.67× apart) |",
+		"| P-2 | 2 | 6000 (6000–6000) insert-and-work jobs/s | 6000 (3000–9000) | 0.50, 1.50 | **1.00** | ≥ 0.50 | 1.00 | met, aim reached; fewer than 3 pairs (P-7); **BIMODAL** (pairs 3.00× apart, pgoutbox runs 3.00× apart) |",
+		"| P-6 | 0 | — | — | — | not measured in this run (modes `insertmany` / `p6` not available) | ≥ 0.25 | 0.50 | — |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("section lacks %q:\n%s", want, out)
@@ -96,5 +96,103 @@ func TestSideBySide(t *testing.T) {
 	if strings.Count(twice, sideBySideHeading) != 1 || strings.Contains(twice, "**1.00**") ||
 		!strings.Contains(twice, "intro\n\n"+sideBySideHeading+"\n\nnew\n\n## Targets\n") {
 		t.Fatalf("replace:\n%s", twice)
+	}
+}
+
+const p7Sample = `# scripts/bench-river.sh 2026-12-03 10:00 UTC: n=5000 rounds=3 payload=400
+RESULT river backlog round=1 jobs_per_sec=10000.0 jobs=5000
+RESULT pgoutbox p1 round=1 deliveries_per_sec=5000.0 events_published_per_sec=5000.0 wal_bytes_per_event=3000 claim_ms_p50=1.50 claim_full_calls=25 batch=100 payload_bytes=400
+BUDGET pgoutbox p1 round=1 category=claim_call calls=50 total_ms=100.0 us_per_item=20.0 statements=1 within=-
+BUDGET pgoutbox p1 round=1 category=per_item calls=5000 total_ms=50.0 us_per_item=10.0 statements=1 within=judge,append
+STMT pgoutbox p1 round=1 rank=1 toplevel=true category=claim_call calls=50 total_ms=100.0 us_per_item=20.0 rows=5000 query=SELECT a | b FROM outbox.claim_deliveries($1)
+FUNC pgoutbox p1 round=1 rank=1 name=outbox._ack_problem calls=5000 calls_per_item=1.00 total_ms=9.0 self_ms=8.0 us_per_item=1.6
+RESULT river insertmany round=1 jobs_per_sec=50000.0 jobs=50000
+RESULT pgoutbox p6 round=1 appended_per_sec=20000.0 events=50000
+RESULT river backlog round=2 jobs_per_sec=11000.0
+RESULT pgoutbox p1 round=2 deliveries_per_sec=6000.0 wal_bytes_per_event=5000 claim_ms_p50=2.50
+BUDGET pgoutbox p1 round=2 category=claim_call calls=50 total_ms=150.0 us_per_item=30.0 statements=1 within=-
+BUDGET pgoutbox p1 round=2 category=per_item calls=5000 total_ms=50.0 us_per_item=12.0 statements=1 within=judge,append
+RESULT river insertmany round=2 jobs_per_sec=40000.0
+RESULT pgoutbox p6 round=2 appended_per_sec=12000.0
+RESULT river backlog round=3 jobs_per_sec=12000.0
+RESULT pgoutbox p1 round=3 deliveries_per_sec=6500.0 wal_bytes_per_event=4000 claim_ms_p50=1.90
+BUDGET pgoutbox p1 round=3 category=claim_call calls=50 total_ms=200.0 us_per_item=40.0 statements=1 within=-
+RESULT river insertmany round=3 jobs_per_sec=45000.0
+RESULT pgoutbox p6 round=3 appended_per_sec=13000.0
+`
+
+// P-7 over three pairs, P-6 when its lines are there, the WAL / claim latency table (P-4) and
+// the per-statement budget (HP-6) with its top statements and per-item functions.
+func TestSideBySideSpreadBudget(t *testing.T) {
+	s, err := parseSideBySide(strings.NewReader(p7Sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.budget) != 5 || len(s.stmts) != 1 || len(s.funcs) != 1 || s.stmts[0].kv["query"] != "SELECT a | b FROM outbox.claim_deliveries($1)" {
+		t.Fatalf("parsed budget %+v stmts %+v funcs %+v", s.budget, s.stmts, s.funcs)
+	}
+	var b strings.Builder
+	renderSideBySide(&b, s, nil)
+	out := b.String()
+	for _, want := range []string{
+		"| P-6 appends in transactions of 100 (append_events vs InsertMany) | 2 | 40000 inserted jobs/s | 12000 appended/s | — | 0.30 |",
+		// ratios 0.50, 0.545, 0.542: median 0.54, not bimodal
+		"| P-1 | 3 | 11000 (10000–12000) worked jobs/s | 6000 (5000–6500) | 0.50, 0.55, 0.54 | **0.54** | ≥ 0.50 | 1.00 | met |",
+		// ratios 0.40, 0.30, 0.289: pgoutbox 20000 vs 12000 = 1.67x apart
+		"| P-6 | 3 | 45000 (40000–50000) inserted jobs/s | 13000 (12000–20000) | 0.40, 0.30, 0.29 | **0.30** | ≥ 0.25 | 0.50 | met; **BIMODAL** (pgoutbox runs 1.67× apart) |",
+		"### WAL per event and claim latency (P-4)",
+		"| p1 | 2 | 5000 | 2.50 | ? |",
+		"| p1 | 4000 (3000–5000) | met | 1.90 (1.50–2.50) | met |",
+		"### Per-statement budget (HP-6)",
+		"| claim_call | `claim_deliveries` calls (whole call) |  | 20.00 | 30.00 | 40.00 | 30.00 |",
+		"| per_item | statements run once per item or more: inside functions called per item (HP-1: none on the success path) | judge, append | 10.00 | 12.00 | — | 11.00 |",
+		"| `outbox._ack_problem` | 5000 | 1.00 **per item** |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("section lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(out, "Top statements of p1 round 1 by total time") || !strings.Contains(out, "`SELECT a \\| b FROM outbox.claim_deliveries($1)`") {
+		t.Errorf("top statements of the last round that has them, query escaped:\n%s", out)
+	}
+	if strings.Contains(out, "| P-2 the same") || !strings.Contains(out, "| P-2 | 0 | — | — | — | not measured |") {
+		t.Errorf("P-2 without lines: no rounds, not measured:\n%s", out)
+	}
+}
+
+const plansSample = `SUMMARY BenchmarkPlanStability/autovacuum_off run1_events=1000 run2_events=10000 run1_dispatch_us=2066 run2_dispatch_us=5876 run1_append_us=1647 run2_append_us=1358 dispatch_ratio=2.84 path_ratio=1.95 tables_analyzed=0
+PLAN BenchmarkPlanStability/autovacuum_off run2 statement 1
+duration: 180.230 ms  plan:
+Query Text: WITH ok AS (
+  ->  Index Scan using outbox_deliveries_pkey on outbox_deliveries d
+ENDPLAN
+`
+
+// HP-3: the plan-stability summary against 1.5 and run 2's plans, as their own section that
+// benchreport -in "" -plans replaces in an existing report.
+func TestPlans(t *testing.T) {
+	ps, err := parsePlans(strings.NewReader(plansSample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps.summaries) != 1 || len(ps.plans) != 1 || !strings.Contains(ps.plans[0].text, "Index Scan using outbox_deliveries_pkey") {
+		t.Fatalf("parsed %+v", ps)
+	}
+	var b strings.Builder
+	renderPlans(&b, ps)
+	out := b.String()
+	for _, want := range []string{
+		plansHeading + "\n",
+		"| BenchmarkPlanStability/autovacuum_off | 1000 | 10000 | 2066 → 5876 | 1647 → 1358 | 2.84 | 1.95 | **missed** | 0 |",
+		"<details><summary>BenchmarkPlanStability/autovacuum_off run2 statement 1</summary>",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("section lacks %q:\n%s", want, out)
+		}
+	}
+	doc := "# r\n\n## Targets\n\nt\n\n" + plansHeading + "\n\nold\n\n## Where the time goes\n\nn\n"
+	got := replaceHeading(doc, plansHeading, out, "")
+	if strings.Contains(got, "old") || !strings.Contains(got, "2066 → 5876") || !strings.HasSuffix(got, "## Where the time goes\n\nn\n") {
+		t.Fatalf("replace:\n%s", got)
 	}
 }

@@ -29,6 +29,32 @@ func (r sbsResult) num(key string) (float64, bool) {
 type sideBySide struct {
 	header, machine, machineEnd string
 	results                     []sbsResult
+	// the per-statement budget of outboxbench (HP-6): BUDGET, STMT and FUNC lines
+	budget, stmts, funcs []sbsResult
+}
+
+// parseKV reads `<kind> <system> <mode> key=value …`; a STMT line's query= is the rest of the
+// line (query text with spaces).
+func parseKV(line string) (sbsResult, bool) {
+	query := ""
+	if i := strings.Index(line, " query="); i >= 0 {
+		line, query = line[:i], line[i+len(" query="):]
+	}
+	f := strings.Fields(line)
+	if len(f) < 3 {
+		return sbsResult{}, false
+	}
+	res := sbsResult{system: f[1], mode: f[2], kv: map[string]string{}}
+	for _, p := range f[3:] {
+		if k, v, ok := strings.Cut(p, "="); ok {
+			res.kv[k] = v
+		}
+	}
+	if query != "" {
+		res.kv["query"] = query
+	}
+	res.round, _ = strconv.Atoi(res.kv["round"])
+	return res, true
 }
 
 // parseSideBySide reads `# …` (run header), `MACHINE …`, `MACHINE_END …` and
@@ -47,34 +73,138 @@ func parseSideBySide(r io.Reader) (sideBySide, error) {
 		case strings.HasPrefix(line, "MACHINE "):
 			s.machine = strings.TrimPrefix(line, "MACHINE ")
 		case strings.HasPrefix(line, "RESULT "):
-			f := strings.Fields(line)
-			if len(f) < 3 {
-				continue
+			if res, ok := parseKV(line); ok {
+				s.results = append(s.results, res)
 			}
-			res := sbsResult{system: f[1], mode: f[2], kv: map[string]string{}}
-			for _, p := range f[3:] {
-				if k, v, ok := strings.Cut(p, "="); ok {
-					res.kv[k] = v
-				}
+		case strings.HasPrefix(line, "BUDGET "):
+			if res, ok := parseKV(line); ok {
+				s.budget = append(s.budget, res)
 			}
-			res.round, _ = strconv.Atoi(res.kv["round"])
-			s.results = append(s.results, res)
+		case strings.HasPrefix(line, "STMT "):
+			if res, ok := parseKV(line); ok {
+				s.stmts = append(s.stmts, res)
+			}
+		case strings.HasPrefix(line, "FUNC "):
+			if res, ok := parseKV(line); ok {
+				s.funcs = append(s.funcs, res)
+			}
 		}
 	}
 	return s, sc.Err()
 }
 
-// comparison is one obligation: River's mode against pgoutbox's mode.
+// comparison is one obligation: River's mode against pgoutbox's mode; the ratio is
+// outboxKey / River's jobs_per_sec of the same round (one alternating pair).
 type comparison struct {
 	id, what              string
 	riverMode, outboxMode string
-	riverUnit             string
+	riverUnit, outboxKey  string
 	required, aim         float64
+	optional              bool // only reported when the run has it (P-6 lands from another branch)
 }
 
 var comparisons = []comparison{
-	{"P-1", "dispatch of a pre-appended backlog", "backlog", "p1", "worked jobs/s", 0.5, 1.0},
-	{"P-2", "the same with producers appending in transactions of 100", "concurrent", "p2", "insert-and-work jobs/s", 0.5, 1.0},
+	{"P-1", "dispatch of a pre-appended backlog", "backlog", "p1", "worked jobs/s", "deliveries_per_sec", 0.5, 1.0, false},
+	{"P-2", "the same with producers appending in transactions of 100", "concurrent", "p2", "insert-and-work jobs/s", "deliveries_per_sec", 0.5, 1.0, false},
+	{"P-6", "appends in transactions of 100 (append_events vs InsertMany)", "insertmany", "p6", "inserted jobs/s", "appended_per_sec", 0.25, 0.5, true},
+}
+
+// bimodalSpread is P-7's limit: pairs (or one side's runs) more than 1.5x apart are a defect
+// to explain, not an average to quote.
+const bimodalSpread = 1.5
+
+// spread is one side's values over the rounds: median, min, max.
+type spread struct {
+	n                int
+	median, min, max float64
+}
+
+func spreadOf(xs []float64) spread {
+	if len(xs) == 0 {
+		return spread{}
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return spread{len(s), m, s[0], s[len(s)-1]}
+}
+
+// factor is max/min (1 for fewer than two values or a zero minimum).
+func (s spread) factor() float64 {
+	if s.n < 2 || s.min <= 0 {
+		return 1
+	}
+	return s.max / s.min
+}
+
+func (s spread) text() string {
+	if s.n == 0 {
+		return "—"
+	}
+	if s.n == 1 {
+		return num(s.median)
+	}
+	return num(s.median) + " (" + num(s.min) + "–" + num(s.max) + ")"
+}
+
+func (s spread) ratioText() string {
+	if s.n == 0 {
+		return "—"
+	}
+	if s.n == 1 {
+		return ratioText(s.median)
+	}
+	return ratioText(s.median) + " (" + ratioText(s.min) + "–" + ratioText(s.max) + ")"
+}
+
+// pairStats is one obligation over the rounds: each side's spread, the per-pair ratios and why
+// the set is bimodal (empty when it is not).
+type pairStats struct {
+	c              comparison
+	river, outbox  spread
+	ratios         []float64
+	ratio          spread
+	bimodal        string
+	measured, seen bool
+}
+
+func (s sideBySide) stats(c comparison) pairStats {
+	st := pairStats{c: c}
+	var rs, os []float64
+	for _, round := range s.rounds() {
+		rr, okR := s.find("river", c.riverMode, round)
+		or, okO := s.find("pgoutbox", c.outboxMode, round)
+		rj, okRJ := rr.num("jobs_per_sec")
+		ov, okOV := or.num(c.outboxKey)
+		okR, okO = okR && okRJ, okO && okOV
+		st.seen = st.seen || okR || okO
+		if okR {
+			rs = append(rs, rj)
+		}
+		if okO {
+			os = append(os, ov)
+		}
+		if okR && okO && rj > 0 {
+			st.ratios = append(st.ratios, ov/rj)
+		}
+	}
+	st.river, st.outbox, st.ratio = spreadOf(rs), spreadOf(os), spreadOf(st.ratios)
+	st.measured = len(st.ratios) > 0
+	var why []string
+	if f := st.ratio.factor(); f > bimodalSpread {
+		why = append(why, "pairs "+ratioText(f)+"× apart")
+	}
+	if f := st.outbox.factor(); f > bimodalSpread {
+		why = append(why, "pgoutbox runs "+ratioText(f)+"× apart")
+	}
+	if f := st.river.factor(); f > bimodalSpread {
+		why = append(why, "River runs "+ratioText(f)+"× apart")
+	}
+	st.bimodal = strings.Join(why, ", ")
+	return st
 }
 
 func (s sideBySide) find(system, mode string, round int) (sbsResult, bool) {
@@ -109,17 +239,6 @@ func (s sideBySide) first(system, key string) string {
 	return ""
 }
 
-func mean(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	t := 0.0
-	for _, x := range xs {
-		t += x
-	}
-	return t / float64(len(xs))
-}
-
 func renderSideBySide(b *strings.Builder, s sideBySide, settings [][2]string) {
 	fmt.Fprintf(b, "%s\n\n", sideBySideHeading)
 	if len(s.results) == 0 {
@@ -130,7 +249,7 @@ func renderSideBySide(b *strings.Builder, s sideBySide, settings [][2]string) {
 	if rv == "" {
 		rv = "?"
 	}
-	fmt.Fprintf(b, "River %s (riverpgxv5 driver, schema by rivermigrate in a database of its own; module `bench/river`) and pgoutbox, alternating on the same cluster in one run (`scripts/bench-river.sh`: per round River backlog, pgoutbox P-1, River concurrent, pgoutbox P-2; every run in a freshly created database).", rv)
+	fmt.Fprintf(b, "River %s (riverpgxv5 driver, schema by rivermigrate in a database of its own; module `bench/river`) and pgoutbox, alternating on the same cluster in one run (`scripts/bench-river.sh`: per round River backlog, pgoutbox P-1, River concurrent, pgoutbox P-2, and River InsertMany, pgoutbox P-6 when both sides have that mode; every run in a freshly created database).", rv)
 	if s.header != "" {
 		fmt.Fprintf(b, " Run: %s.", s.header)
 	}
@@ -152,16 +271,26 @@ func renderSideBySide(b *strings.Builder, s sideBySide, settings [][2]string) {
 	if len(pg) > 0 {
 		fmt.Fprintf(b, " PostgreSQL: %s.", strings.Join(pg, ", "))
 	}
-	fmt.Fprintf(b, "\n\n| obligation | round | River | pgoutbox deliveries/s | pgoutbox events published/s | pgoutbox / River |\n|---|---|---|---|---|---|\n")
-	var sums []summary
+	fmt.Fprintf(b, "\n\n| obligation | round | River | pgoutbox | pgoutbox events published/s | pgoutbox / River |\n|---|---|---|---|---|---|\n")
+	var sums []pairStats
 	for _, c := range comparisons {
-		var rs, ds, ps []float64
+		st := s.stats(c)
+		if !st.seen {
+			if !c.optional {
+				sums = append(sums, st)
+			}
+			continue
+		}
+		outboxUnit := "deliveries/s"
+		if c.outboxKey == "appended_per_sec" {
+			outboxUnit = "appended/s"
+		}
 		for _, round := range s.rounds() {
 			rr, okR := s.find("river", c.riverMode, round)
 			or, okO := s.find("pgoutbox", c.outboxMode, round)
 			rj, _ := rr.num("jobs_per_sec")
-			od, _ := or.num("deliveries_per_sec")
-			op, _ := or.num("events_published_per_sec")
+			ov, _ := or.num(c.outboxKey)
+			op, okP := or.num("events_published_per_sec")
 			cell := func(ok bool, v float64) string {
 				if !ok {
 					return "—"
@@ -170,50 +299,60 @@ func renderSideBySide(b *strings.Builder, s sideBySide, settings [][2]string) {
 			}
 			ratio := "—"
 			if okR && okO && rj > 0 {
-				ratio = ratioText(od / rj)
+				ratio = ratioText(ov / rj)
 			}
-			fmt.Fprintf(b, "| %s %s | %d | %s %s | %s | %s | %s |\n", c.id, c.what, round, cell(okR, rj), c.riverUnit,
-				cell(okO, od), cell(okO, op), ratio)
-			if okR {
-				rs = append(rs, rj)
-			}
-			if okO {
-				ds, ps = append(ds, od), append(ps, op)
-			}
+			fmt.Fprintf(b, "| %s %s | %d | %s %s | %s %s | %s | %s |\n", c.id, c.what, round, cell(okR, rj), c.riverUnit,
+				cell(okO, ov), outboxUnit, cell(okO && okP, op), ratio)
 		}
-		sm := summary{c: c}
-		if len(rs) > 0 && len(ds) > 0 && mean(rs) > 0 {
-			sm.ratio, sm.ok = mean(ds)/mean(rs), true
-			fmt.Fprintf(b, "| %s | mean | %s %s | %s | %s | **%s** |\n", c.id, num(mean(rs)), c.riverUnit, num(mean(ds)), num(mean(ps)), ratioText(sm.ratio))
-		}
-		sums = append(sums, sm)
+		sums = append(sums, st)
 	}
-	fmt.Fprintf(b, "\n| obligation | pgoutbox / River (means) | required | aim | |\n|---|---|---|---|---|\n")
-	for _, sm := range sums {
-		if !sm.ok {
-			fmt.Fprintf(b, "| %s | not measured | ≥ %s | %s | — |\n", sm.c.id, ratioText(sm.c.required), ratioText(sm.c.aim))
+	fmt.Fprintf(b, "\nP-7: every figure over its alternating pairs (one pair = River and pgoutbox in the same round): median (min–max) of each side, the per-pair ratios and their median; a set whose pairs or runs are more than %s× apart is **BIMODAL**, a defect to explain rather than an average to quote.\n\n", ratioText(bimodalSpread))
+	fmt.Fprintf(b, "| obligation | pairs | River median (min–max) | pgoutbox median (min–max) | per-pair ratios | median ratio | required | aim | |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, c := range comparisons {
+		var st pairStats
+		found := false
+		for _, x := range sums {
+			if x.c.id == c.id {
+				st, found = x, true
+			}
+		}
+		if !found {
+			if c.optional {
+				fmt.Fprintf(b, "| %s | 0 | — | — | — | not measured in this run (modes `insertmany` / `p6` not available) | ≥ %s | %s | — |\n", c.id, ratioText(c.required), ratioText(c.aim))
+			}
 			continue
+		}
+		if !st.measured {
+			fmt.Fprintf(b, "| %s | 0 | %s | %s | — | not measured | ≥ %s | %s | — |\n", c.id, st.river.text(), st.outbox.text(), ratioText(c.required), ratioText(c.aim))
+			continue
+		}
+		rs := make([]string, len(st.ratios))
+		for i, r := range st.ratios {
+			rs[i] = ratioText(r)
 		}
 		mark := "met"
 		switch {
-		case sm.ratio < sm.c.required:
+		case st.ratio.median < c.required:
 			mark = "**missed**"
-		case sm.ratio >= sm.c.aim:
+		case st.ratio.median >= c.aim:
 			mark = "met, aim reached"
 		}
-		fmt.Fprintf(b, "| %s | %s | ≥ %s | %s | %s |\n", sm.c.id, ratioText(sm.ratio), ratioText(sm.c.required), ratioText(sm.c.aim), mark)
+		if len(st.ratios) < 3 {
+			mark += "; fewer than 3 pairs (P-7)"
+		}
+		if st.bimodal != "" {
+			mark += "; **BIMODAL** (" + st.bimodal + ")"
+		}
+		fmt.Fprintf(b, "| %s | %d | %s %s | %s | %s | **%s** | ≥ %s | %s | %s |\n", c.id, len(st.ratios), st.river.text(), c.riverUnit,
+			st.outbox.text(), strings.Join(rs, ", "), ratioText(st.ratio.median), ratioText(c.required), ratioText(c.aim), mark)
 	}
 	fmt.Fprintf(b, "\nHow each side was driven: River as in its own benchmark (cmd/river/riverbench): no-op worker, MaxWorkers %s, FetchCooldown %s, FetchPollInterval %s, pgxpool of %s connections, completions counted on the subscribe channel from client.Start to the last job; backlog inserted with InsertMany in batches of 5,000, concurrent producers with InsertManyTx in transactions of %s. pgoutbox through the public SQL API: %s worker connections as outbox_dispatcher, each looping claim_deliveries(batch %s) → receipt and ActiveConsumerAck@1 built in Go by the receipt package → ack (`%s`), one destination; events appended by the producer library (D-2 hot path) as outbox_producer in transactions of %s by %s producer connections.\n\n",
 		orQ(s.first("river", "max_workers")), orQ(s.first("river", "fetch_cooldown")), orQ(s.first("river", "fetch_poll")),
 		orQ(s.first("river", "pool_conns")), orQ(s.first("river", "tx_size")), orQ(s.first("pgoutbox", "workers")),
 		orQ(s.first("pgoutbox", "batch")), orQ(s.first("pgoutbox", "ack")), orQ(s.first("pgoutbox", "tx_size")),
 		orQ(s.first("pgoutbox", "producers")))
-}
-
-type summary struct {
-	c     comparison
-	ratio float64
-	ok    bool
+	renderLatencyWAL(b, s)
+	renderBudget(b, s)
 }
 
 // ratioText renders a ratio with two decimals.
@@ -229,15 +368,23 @@ func orQ(s string) string {
 // replaceSection returns doc with the side-by-side section replaced by section (inserted before
 // "## Targets", or appended, when doc has none).
 func replaceSection(doc, section string) string {
-	if i := strings.Index(doc, sideBySideHeading); i >= 0 {
-		rest := doc[i+len(sideBySideHeading):]
+	return replaceHeading(doc, sideBySideHeading, section, "## Targets")
+}
+
+// replaceHeading returns doc with the section that starts with heading (up to the next "## ")
+// replaced by section; a doc without it gets section before the heading before, or at the end.
+func replaceHeading(doc, heading, section, before string) string {
+	if i := strings.Index(doc, heading); i >= 0 {
+		rest := doc[i+len(heading):]
 		if j := strings.Index(rest, "\n## "); j >= 0 {
 			return doc[:i] + section + rest[j+1:]
 		}
 		return doc[:i] + section
 	}
-	if i := strings.Index(doc, "## Targets"); i >= 0 {
-		return doc[:i] + section + doc[i:]
+	if before != "" {
+		if i := strings.Index(doc, before); i >= 0 {
+			return doc[:i] + section + doc[i:]
+		}
 	}
 	if doc != "" && !strings.HasSuffix(doc, "\n\n") {
 		doc = strings.TrimRight(doc, "\n") + "\n\n"

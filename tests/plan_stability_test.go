@@ -1,0 +1,182 @@
+package tests
+
+// HP-3 (SPEC §12a): a statement inside PL/pgSQL must not fall into a generic plan made while a
+// table was small or unanalyzed (seen: the open-deliveries partial index scanned by
+// destination only, O(batch x backlog)). Measured by work, not time (timed assertions are not
+// allowed in tests; bench/plan_stability_bench_test.go times the same path): one dispatcher
+// session primes its plan cache on nearly empty, never analyzed tables (autovacuum off for the
+// test database's tables, so no ANALYZE ever invalidates those plans), the tables then grow
+// to a backlog of thousands, and one claim of 100 plus its ack in the same session must read
+// O(batch) index entries and table rows (pg_stat_user_indexes.idx_tup_read,
+// pg_stat_user_tables.seq_tup_read), not O(backlog).
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oceanway/pgoutbox/internal/pgcall"
+	"github.com/oceanway/pgoutbox/internal/testdb"
+	"github.com/oceanway/pgoutbox/producer"
+)
+
+// hp3Reads is, per outbox relation and index, the tuples read so far (index entries fetched
+// by index scans, rows read by sequential scans) once conns' pending counts are flushed.
+func hp3Reads(t *testing.T, reader *pgx.Conn, conns ...*pgx.Conn) map[string]int64 {
+	t.Helper()
+	ctx := context.Background()
+	for _, c := range conns {
+		if _, err := c.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := reader.Exec(ctx, `SELECT pg_stat_clear_snapshot()`); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := reader.Query(ctx, `
+		SELECT 'index ' || indexrelname, coalesce(idx_tup_read, 0) FROM pg_stat_user_indexes WHERE schemaname = 'outbox'
+		UNION ALL
+		SELECT 'seq scan ' || relname, coalesce(seq_tup_read, 0) FROM pg_stat_user_tables WHERE schemaname = 'outbox'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for rows.Next() {
+		var name string
+		var n int64
+		if err := rows.Scan(&name, &n); err != nil {
+			t.Fatal(err)
+		}
+		out[name] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// hp3Cycle claims up to n deliveries and acknowledges them all (Go-built receipts and digest
+// candidates) on conn, switching it to outbox_dispatcher and back.
+func hp3Cycle(t *testing.T, conn *pgx.Conn, n int) int {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := conn.Exec(ctx, `SET ROLE outbox_dispatcher`); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if _, err := conn.Exec(ctx, `RESET ROLE`); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	cs, err := pgcall.ClaimDeliveries(ctx, conn, pgcall.ClaimParams{Worker: dxWorkerA, Destinations: []string{dxDestMetering},
+		BatchSize: n, Lease: dxLongLease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := make([]pgcall.AckItem, len(cs))
+	for i, c := range cs {
+		items[i] = ackItem(t, c, true)
+	}
+	if len(items) > 0 {
+		out, err := pgcall.AckDeliveries(ctx, conn, items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hpOutcomes(t, out, len(cs), "complete")
+	}
+	return len(cs)
+}
+
+// hp3Append appends n events on conn as outbox_producer in transactions of 500.
+func hp3Append(t *testing.T, conn *pgx.Conn, prefix string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := conn.Exec(ctx, `SET ROLE outbox_producer`); err != nil {
+		t.Fatal(err)
+	}
+	evs := hpEvents(prefix, n)
+	for from := 0; from < n; from += 500 {
+		if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			_, err := producer.AppendMany(ctx, tx, evs[from:min(n, from+500)])
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := conn.Exec(ctx, `RESET ROLE`); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// HP-3: plans cached while the tables were empty and unanalyzed stay O(batch) after growth.
+func TestPlanStabilityAfterGrowthFromEmpty(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := dxSetup(t)
+	// no ANALYZE, ever, in this database: the plans made on the empty tables stay cached
+	if _, err := b.admin.Exec(ctx, `DO $$DECLARE r regclass; BEGIN
+		FOR r IN SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		          WHERE n.nspname = 'outbox' AND c.relkind IN ('r', 'p') LOOP
+			EXECUTE format('ALTER TABLE %s SET (autovacuum_enabled = false)', r);
+		END LOOP; END$$`); err != nil {
+		t.Fatal(err)
+	}
+	var analyzed int
+	if err := b.admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_user_tables WHERE schemaname = 'outbox'
+		AND relname IN ('outbox_events', 'outbox_deliveries') AND (last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL)`).Scan(&analyzed); err != nil {
+		t.Fatal(err)
+	}
+	if analyzed != 0 {
+		t.Fatalf("the fresh database's event or delivery table was analyzed already")
+	}
+
+	// One session for all of it (cached plans persist): prime on nearly empty tables, more than
+	// the five custom plans after which PostgreSQL may settle on a generic plan.
+	sess := testdb.Conn(t, b.dsn, "")
+	const batch = 100
+	for i := 0; i < 8; i++ {
+		hp3Append(t, sess, fmt.Sprintf("prime%d", i), 10)
+		if got := hp3Cycle(t, sess, 10); got != 10 {
+			t.Fatalf("priming cycle %d claimed %d", i, got)
+		}
+	}
+	// Growth: a backlog of thousands of pending deliveries and thousands acknowledged.
+	const backlog = 12000
+	hp3Append(t, sess, "grow", backlog)
+	for i := 0; i < 30; i++ { // acknowledged history too, through the same cached plans
+		hp3Cycle(t, sess, batch)
+	}
+
+	before := hp3Reads(t, b.admin, sess)
+	if got := hp3Cycle(t, sess, batch); got != batch {
+		t.Fatalf("claimed %d, want %d", got, batch)
+	}
+	after := hp3Reads(t, b.admin, sess)
+	var total int64
+	var lines []string
+	for name, n := range after {
+		if d := n - before[name]; d > 0 {
+			total += d
+			lines = append(lines, fmt.Sprintf("%s: %d", name, d))
+		}
+	}
+	sort.Strings(lines)
+	t.Logf("one claim+ack of %d over a backlog of %d pending (tables never analyzed): %d tuples read\n  %s",
+		batch, backlog-30*batch, total, strings.Join(lines, "\n  "))
+	const limit = 20 * batch
+	var over []string
+	for name, n := range after {
+		if d := n - before[name]; d > limit {
+			over = append(over, fmt.Sprintf("%s: %d", name, d))
+		}
+	}
+	sort.Strings(over)
+	if len(over) > 0 || total > 3*limit {
+		t.Errorf("HP-3: one claim+ack of %d after growth from empty read O(backlog), not O(batch) (limit %d per index or table, %d in all; read %d):\n  %s",
+			batch, limit, 3*limit, total, strings.Join(over, "\n  "))
+	}
+}
