@@ -20,9 +20,21 @@
 --      the immutable attempt start; each row's event is read by primary key. With several
 --      destinations, rows locked by a destination's scan but cut by the merge stay locked (not
 --      changed) until this short transaction ends; concurrent claimers skip them meanwhile.
---      The statement runs through EXECUTE ... USING so it is planned for the actual arguments
---      on every call: a cached generic plan (LIMIT estimated at 10 % of the table) would
---      hash-join the whole backlog and trigger JIT.
+--      The function runs with plan_cache_mode = force_custom_plan (HP-3): each statement is
+--      parsed once per session and planned for the actual arguments on every call; a cached
+--      generic plan (LIMIT estimated at 10 % of the table, or an index scanned by destination
+--      only, chosen while the table was small or unanalyzed) would make the claim
+--      O(batch x backlog). The plan it gets (EXPLAIN, docs/performance-notes.md "Claim hot
+--      path"): Index Scan on outbox_deliveries_claimable (Index Cond destination and
+--      available_at <= now) under LockRows and Limit; Tid Scan for the UPDATE; Index Scan on
+--      outbox_events_pkey per claimed row. The attempt starts have no foreign key to the
+--      deliveries (migration 019): no RI query and no KEY SHARE lock per claimed row.
+--      The destination check and the lease-expiry probe are one statement before the claim.
+--      Function calls per claim are a constant (HP-1): this function, plus
+--      outbox._dispatch_recover (and what it calls) when an expired lease exists; no trigger
+--      function runs (the deliveries' immutability trigger is filtered by its WHEN clause).
+--      The UPDATE is not HOT (status and lease_expires_at are indexed: the claimable/open
+--      predicates and the leased index key), see migration 019.
 --   Eligible: status pending and available_at <= now. Terminal rows (acknowledged, quarantined)
 --   are never in the index. No cursor or high-water mark is read or written.
 --   Per-aggregate ordering (R-CL-7): for a destination with ordering = 'per_aggregate' a
