@@ -20,9 +20,21 @@
 --      the immutable attempt start; each row's event is read by primary key. With several
 --      destinations, rows locked by a destination's scan but cut by the merge stay locked (not
 --      changed) until this short transaction ends; concurrent claimers skip them meanwhile.
---      The statement runs through EXECUTE ... USING so it is planned for the actual arguments
---      on every call: a cached generic plan (LIMIT estimated at 10 % of the table) would
---      hash-join the whole backlog and trigger JIT.
+--      The function runs with plan_cache_mode = force_custom_plan (HP-3): each statement is
+--      parsed once per session and planned for the actual arguments on every call; a cached
+--      generic plan (LIMIT estimated at 10 % of the table, or an index scanned by destination
+--      only, chosen while the table was small or unanalyzed) would make the claim
+--      O(batch x backlog). The plan it gets (EXPLAIN, docs/performance-notes.md "Claim hot
+--      path"): Index Scan on outbox_deliveries_claimable (Index Cond destination and
+--      available_at <= now) under LockRows and Limit; Tid Scan for the UPDATE; Index Scan on
+--      outbox_events_pkey per claimed row. The attempt starts have no foreign key to the
+--      deliveries (migration 019): no RI query and no KEY SHARE lock per claimed row.
+--      The destination check and the lease-expiry probe are one statement before the claim.
+--      Function calls per claim are a constant (HP-1): this function, plus
+--      outbox._dispatch_recover (and what it calls) when an expired lease exists; no trigger
+--      function runs (the deliveries' immutability trigger is filtered by its WHEN clause).
+--      The UPDATE is not HOT (status and lease_expires_at are indexed: the claimable/open
+--      predicates and the leased index key), see migration 019.
 --   Eligible: status pending and available_at <= now. Terminal rows (acknowledged, quarantined)
 --   are never in the index. No cursor or high-water mark is read or written.
 --   Per-aggregate ordering (R-CL-7): for a destination with ordering = 'per_aggregate' a
@@ -73,12 +85,14 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan
 AS $fn$
 #variable_conflict use_column
 DECLARE
     v_now          timestamptz := pg_catalog.clock_timestamp();
     v_destinations text[];
     v_bad          text;
+    v_expired      boolean;
 BEGIN
     IF p_worker IS NULL OR p_worker !~ '^[a-z0-9][a-z0-9._@-]*$' OR pg_catalog.length(p_worker) > 200 THEN
         RAISE EXCEPTION 'claim_deliveries: invalid worker'
@@ -105,41 +119,44 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = 'destinations must be a non-empty array of registered destinations';
     END IF;
-    SELECT coalesce(u.d, 'NULL') INTO v_bad
-      FROM pg_catalog.unnest(p_destinations) AS u(d)
-     WHERE u.d IS NULL
-        OR NOT EXISTS (SELECT 1 FROM outbox.delivery_destinations AS dd WHERE dd.destination = u.d)
-     LIMIT 1;
-    IF FOUND THEN
+    -- one statement for the three look-ups before the claim: the first unknown destination, the
+    -- distinct sorted list, and the lease-expiry probe (an index probe of the small leased index,
+    -- outbox_deliveries_leased; its answer is used only when every destination is known)
+    SELECT (SELECT coalesce(u.d, 'NULL')
+              FROM pg_catalog.unnest(p_destinations) AS u(d)
+             WHERE u.d IS NULL
+                OR NOT EXISTS (SELECT 1 FROM outbox.delivery_destinations AS dd WHERE dd.destination = u.d)
+             LIMIT 1),
+           (SELECT pg_catalog.array_agg(DISTINCT u.d ORDER BY u.d) FROM pg_catalog.unnest(p_destinations) AS u(d)),
+           EXISTS (SELECT 1 FROM outbox.outbox_deliveries AS x
+                    WHERE x.status = 'leased' AND x.lease_expires_at <= v_now
+                      AND x.destination = ANY (p_destinations))
+      INTO v_bad, v_destinations, v_expired;
+    IF v_bad IS NOT NULL THEN
         RAISE EXCEPTION 'claim_deliveries: unknown destination'
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = pg_catalog.format('destination %s is not registered in outbox.delivery_destinations', v_bad);
     END IF;
-    SELECT pg_catalog.array_agg(DISTINCT u.d ORDER BY u.d) INTO v_destinations
-      FROM pg_catalog.unnest(p_destinations) AS u(d);
 
     -- 1. bounded recovery of expired leases of these destinations (R-CL-2), only when one
-    --    exists: one probe of the small leased index instead of the recovery statements on every
-    --    claim (R-SEC-5: a burst of wake-ups must not multiply the recovery work)
-    IF EXISTS (SELECT 1 FROM outbox.outbox_deliveries AS x
-                WHERE x.status = 'leased' AND x.lease_expires_at <= v_now
-                  AND x.destination = ANY (v_destinations)) THEN
+    --    exists (R-SEC-5: a burst of wake-ups must not multiply the recovery work)
+    IF v_expired THEN
         PERFORM outbox._dispatch_recover(v_destinations, p_batch_size, v_now);
     END IF;
 
-    -- 2. claim (R-CL-1). Dynamic SQL on purpose: EXECUTE ... USING plans the statement for the
-    -- actual arguments on every call (a one-shot custom plan), so the LIMIT is known to the
-    -- planner and a cached generic plan (which estimates LIMIT $n as 10 % of the table and then
-    -- hash-joins the whole backlog) can never be used. The statement is also shaped to stay
-    -- O(batch) whatever the statistics say: the UPDATE finds the locked rows by ctid (TID scan;
-    -- the rows are locked by this transaction, so their ctid cannot change), and the event of
-    -- each claimed row is fetched by primary key in a LATERAL ... LIMIT 1 (never a hash join over
-    -- the events table).
-    RETURN QUERY EXECUTE $claim$
+    -- 2. claim (R-CL-1), one statement. Static SQL under plan_cache_mode = force_custom_plan
+    -- (the function's SET clause, HP-3): parsed once per session, planned for the actual
+    -- arguments on every call, so no generic plan made while the table was small or unanalyzed
+    -- (LIMIT $n estimated at 10 % of the table, an index scanned by destination only) is ever
+    -- reused. The statement is also shaped to stay O(batch) whatever the statistics say: the
+    -- UPDATE finds the locked rows by ctid (TID scan; locked by this transaction, so their ctid
+    -- cannot change), and the event of each claimed row is fetched by primary key in a
+    -- LATERAL ... LIMIT 1 (never a hash join over the events table).
+    RETURN QUERY
     WITH dest AS (
         SELECT dd.destination AS dest_name, dd.ordering AS dest_ordering
           FROM outbox.delivery_destinations AS dd
-         WHERE dd.destination = ANY ($1)
+         WHERE dd.destination = ANY (v_destinations)
     ), picked AS (
         SELECT c.row_ctid
           FROM dest
@@ -148,7 +165,7 @@ BEGIN
                   FROM outbox.outbox_deliveries AS d
                  WHERE d.destination = dest.dest_name
                    AND d.status = 'pending'
-                   AND d.available_at <= $2
+                   AND d.available_at <= v_now
                    AND (dest.dest_ordering = 'none'
                         OR NOT EXISTS (
                                SELECT 1
@@ -158,59 +175,61 @@ BEGIN
                                   AND prior.aggregate_revision < d.aggregate_revision
                                   AND prior.status IN ('pending', 'leased')))
                  ORDER BY d.available_at, d.created_at, d.event_id
-                 LIMIT $3
+                 LIMIT p_batch_size
                    FOR UPDATE OF d SKIP LOCKED
               ) AS c
          ORDER BY c.available_at, c.created_at, c.event_id
-         LIMIT $3
+         LIMIT p_batch_size
     ), claimed AS (
         UPDATE outbox.outbox_deliveries AS d
            SET status             = 'leased',
-               lease_owner        = $4,
+               lease_owner        = p_worker,
                lease_token        = pg_catalog.gen_random_uuid(),
-               lease_expires_at   = $2 + $5,
+               lease_expires_at   = v_now + p_lease,
                current_attempt_id = pg_catalog.gen_random_uuid(),
                attempt_count      = d.attempt_count + 1,
-               last_attempt_at    = $2
+               last_attempt_at    = v_now
          WHERE d.ctid = ANY (ARRAY(SELECT picked.row_ctid FROM picked))
            AND d.status = 'pending'
            -- true of every picked row (locked, so unchanged); they also bound the scan when the
            -- planner, misled by stale statistics, prefers the claimable index to a TID scan:
            -- then it reads this destination's due rows, never the parked ones (R-CL-6)
-           AND d.destination = ANY ($1)
-           AND d.available_at <= $2
-        RETURNING d.destination, d.event_id, d.consumer_name, d.current_attempt_id, d.lease_token,
-                  d.lease_expires_at, d.attempt_count, d.expected_receipt_type,
-                  d.expected_receipt_schema_version, d.required_projection_name,
-                  d.required_projection_version, d.available_at, d.created_at
+           AND d.destination = ANY (v_destinations)
+           AND d.available_at <= v_now
+        RETURNING d.destination AS c_destination, d.event_id AS c_event_id, d.consumer_name AS c_consumer_name,
+                  d.current_attempt_id AS c_attempt_id, d.lease_token AS c_lease_token,
+                  d.lease_expires_at AS c_lease_expires_at, d.attempt_count AS c_attempt_count,
+                  d.expected_receipt_type AS c_receipt_type, d.expected_receipt_schema_version AS c_receipt_version,
+                  d.required_projection_name AS c_projection_name, d.required_projection_version AS c_projection_version,
+                  d.available_at AS c_available_at, d.created_at AS c_created_at
     ), started AS (
+        -- the immutable attempt starts, one set-based INSERT (HP-5); no foreign key check per
+        -- row: each start is built from the delivery row this statement just updated
+        -- (migration 019 dropped the start -> delivery foreign key, see its header)
         INSERT INTO outbox.outbox_delivery_attempt_starts
                (attempt_id, destination, event_id, attempt_number, lease_token, worker, started_at)
-        SELECT c.current_attempt_id, c.destination, c.event_id, c.attempt_count, c.lease_token, $4, $2
+        SELECT c.c_attempt_id, c.c_destination, c.c_event_id, c.c_attempt_count, c.c_lease_token, p_worker, v_now
           FROM claimed AS c
-        RETURNING attempt_id
     )
-    SELECT c.destination, c.consumer_name, c.event_id, c.current_attempt_id, c.lease_token,
-           c.lease_expires_at, c.attempt_count, c.expected_receipt_type,
-           c.expected_receipt_schema_version, c.required_projection_name,
-           c.required_projection_version, ev.envelope,
+    SELECT c.c_destination, c.c_consumer_name, c.c_event_id, c.c_attempt_id, c.c_lease_token,
+           c.c_lease_expires_at, c.c_attempt_count, c.c_receipt_type,
+           c.c_receipt_version, c.c_projection_name,
+           c.c_projection_version, ev.envelope,
            ev.event_envelope_digest_algorithm_version, ev.event_envelope_sha256,
            ev.event_type, ev.schema_version, ev.canonical
       FROM claimed AS c
      CROSS JOIN LATERAL (
             SELECT CASE WHEN e.event_envelope_canonical IS NULL THEN outbox._event_envelope(e)
-                        WHEN $6 = 'canonical' THEN NULL
+                        WHEN p_envelope = 'canonical' THEN NULL
                         ELSE e.event_envelope_canonical::jsonb END AS envelope,
                    e.event_envelope_digest_algorithm_version,
                    e.event_envelope_sha256, e.event_type, e.schema_version,
                    e.event_envelope_canonical AS canonical
               FROM outbox.outbox_events AS e
-             WHERE e.event_id = c.event_id
+             WHERE e.event_id = c.c_event_id
              LIMIT 1
           ) AS ev
-     ORDER BY c.available_at, c.created_at, c.event_id
-    $claim$
-    USING v_destinations, v_now, p_batch_size, p_worker, p_lease, p_envelope;
+     ORDER BY c.c_available_at, c.c_created_at, c.c_event_id;
 END
 $fn$;
 
