@@ -303,8 +303,11 @@ BEGIN
           JOIN outbox.delivery_destinations AS dd ON dd.destination = ok.dest
           JOIN outbox.receipt_kinds AS rk ON rk.receipt_kind = dd.receipt_kind
          WHERE d.ctid = ok.row_ctid
-           AND d.destination = ok.dest AND d.event_id = ok.ev
-           AND d.status = 'leased' AND d.current_attempt_id = ok.att AND d.lease_token = ok.tok
+           -- true of every judged row (locked since step 2, so unchanged); written as one row
+           -- comparison so it can only be a filter: the row is found by its ctid (a TID scan),
+           -- never through an index a plan made on small tables might prefer (HP-3)
+           AND (d.destination, d.event_id, d.status, d.current_attempt_id, d.lease_token)
+               IS NOT DISTINCT FROM (ok.dest, ok.ev, 'leased', ok.att, ok.tok)
         RETURNING d.event_id, d.destination, d.current_attempt_id, ok.rc
     ), finished AS (
         INSERT INTO outbox.outbox_delivery_attempt_finishes

@@ -128,9 +128,12 @@ BEGIN
                 OR NOT EXISTS (SELECT 1 FROM outbox.delivery_destinations AS dd WHERE dd.destination = u.d)
              LIMIT 1),
            (SELECT pg_catalog.array_agg(DISTINCT u.d ORDER BY u.d) FROM pg_catalog.unnest(p_destinations) AS u(d)),
+           -- (the destination test is a filter only - IS TRUE is not indexable - so the probe is
+           -- always a range scan of the leased index, never a scan of the open-deliveries index by
+           -- destination that a plan on unanalyzed tables may prefer: HP-3)
            EXISTS (SELECT 1 FROM outbox.outbox_deliveries AS x
                     WHERE x.status = 'leased' AND x.lease_expires_at <= v_now
-                      AND x.destination = ANY (p_destinations))
+                      AND (x.destination = ANY (p_destinations)) IS TRUE)
       INTO v_bad, v_destinations, v_expired;
     IF v_bad IS NOT NULL THEN
         RAISE EXCEPTION 'claim_deliveries: unknown destination'
@@ -190,12 +193,11 @@ BEGIN
                attempt_count      = d.attempt_count + 1,
                last_attempt_at    = v_now
          WHERE d.ctid = ANY (ARRAY(SELECT picked.row_ctid FROM picked))
-           AND d.status = 'pending'
-           -- true of every picked row (locked, so unchanged); they also bound the scan when the
-           -- planner, misled by stale statistics, prefers the claimable index to a TID scan:
-           -- then it reads this destination's due rows, never the parked ones (R-CL-6)
-           AND d.destination = ANY (v_destinations)
-           AND d.available_at <= v_now
+           -- true of every picked row (locked, so unchanged); written as one row comparison so
+           -- it can only be a filter: the rows are found by ctid (a TID scan), never through the
+           -- claimable index that a plan on small or unanalyzed tables might prefer (HP-3)
+           AND (d.status, d.destination = ANY (v_destinations), d.available_at <= v_now)
+               IS NOT DISTINCT FROM ('pending', true, true)
         RETURNING d.destination AS c_destination, d.event_id AS c_event_id, d.consumer_name AS c_consumer_name,
                   d.current_attempt_id AS c_attempt_id, d.lease_token AS c_lease_token,
                   d.lease_expires_at AS c_lease_expires_at, d.attempt_count AS c_attempt_count,
