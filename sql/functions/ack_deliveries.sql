@@ -61,6 +61,7 @@ DECLARE
     v_detail    text[];
     v_ctid      tid[];
     v_fast      boolean;
+    v_dup       boolean;
     v_n         bigint;
     v_text_event   text[];
     v_text_attempt text[];
@@ -81,37 +82,41 @@ BEGIN
         v_fast := false;
     ELSE
         BEGIN
+            -- (one sort, in the subquery: the aggregates read its rows in input order)
             SELECT pg_catalog.count(*),
                    pg_catalog.btrim(p_items::text, E' \n\r\t') =
                        '[' || pg_catalog.string_agg(pg_catalog.format(
                                   '{"destination":%s,"eventId":%s,"attemptId":%s,"leaseToken":%s,"ack":%s,"receipt":%s%s}',
                                   pg_catalog.to_json(x.destination), pg_catalog.to_json(x.event_id), pg_catalog.to_json(x.attempt_id),
                                   pg_catalog.to_json(x.lease_token), x.ack, x.receipt,
-                                  ',"receiptDigestCandidate":' || x.cand::text), ',' ORDER BY x.ord) || ']'
-                   AND pg_catalog.bool_and(x.event_id ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'
-                                           AND x.attempt_id ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'
-                                           AND x.lease_token ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'
-                                           AND (x.cand IS NULL OR pg_catalog.json_typeof(x.cand) = 'string')),
-                   pg_catalog.array_agg(x.ord::integer ORDER BY x.ord), pg_catalog.array_agg(x.destination ORDER BY x.ord),
-                   pg_catalog.array_agg(x.event_id ORDER BY x.ord), pg_catalog.array_agg(x.attempt_id ORDER BY x.ord),
-                   pg_catalog.array_agg(x.lease_token ORDER BY x.ord),
-                   pg_catalog.array_agg(x.ack ORDER BY x.ord), pg_catalog.array_agg(x.receipt ORDER BY x.ord),
-                   pg_catalog.array_agg(CASE WHEN pg_catalog.json_typeof(x.receipt) = 'object' THEN x.receipt::jsonb END ORDER BY x.ord),
-                   pg_catalog.array_agg(x.cand::jsonb #>> '{}' ORDER BY x.ord)
+                                  ',"receiptDigestCandidate":' || x.cand::text), ',') || ']'
+                   AND pg_catalog.bool_and(x.cand IS NULL OR pg_catalog.json_typeof(x.cand) = 'string'),
+                   pg_catalog.array_agg(x.ord::integer), pg_catalog.array_agg(x.destination),
+                   pg_catalog.array_agg(x.event_id), pg_catalog.array_agg(x.attempt_id),
+                   pg_catalog.array_agg(x.lease_token),
+                   pg_catalog.array_agg(x.ack), pg_catalog.array_agg(x.receipt),
+                   pg_catalog.array_agg(CASE WHEN pg_catalog.json_typeof(x.receipt) = 'object' THEN x.receipt::jsonb END),
+                   pg_catalog.array_agg(x.cand::jsonb #>> '{}')
               INTO v_n, v_fast, v_ord, v_dest, v_text_event, v_text_attempt, v_text_token, v_ack, v_receipt, v_rcb, v_cand
-              FROM ROWS FROM (pg_catalog.json_to_recordset(p_items)
-                              AS (destination text, "eventId" text, "attemptId" text, "leaseToken" text,
-                                  ack json, receipt json, "receiptDigestCandidate" json))
-                   WITH ORDINALITY AS x(destination, event_id, attempt_id, lease_token, ack, receipt, cand, ord);
+              FROM (SELECT r.*
+                      FROM ROWS FROM (pg_catalog.json_to_recordset(p_items)
+                                      AS (destination text, "eventId" text, "attemptId" text, "leaseToken" text,
+                                          ack json, receipt json, "receiptDigestCandidate" json))
+                           WITH ORDINALITY AS r(destination, event_id, attempt_id, lease_token, ack, receipt, cand, ord)
+                     ORDER BY r.ord) AS x;
+            -- every id a UUID in its canonical form (uuid_in raises on anything else; an id in
+            -- another accepted spelling - upper case, no hyphens - goes to the generic parser)
+            v_event := v_text_event::uuid[];
+            v_attempt := v_text_attempt::uuid[];
+            v_token := v_text_token::uuid[];
+            v_fast := v_fast AND v_event::text[] = v_text_event AND v_attempt::text[] = v_text_attempt
+                      AND v_token::text[] = v_text_token;
         EXCEPTION WHEN OTHERS THEN
             v_fast := false; -- not in the fast form: the generic parser decides (and raises what it must)
         END;
         v_fast := coalesce(v_fast, false) AND v_n <= 1000;
     END IF;
     IF v_fast THEN
-        v_event := v_text_event::uuid[];
-        v_attempt := v_text_attempt::uuid[];
-        v_token := v_text_token::uuid[];
         v_state := pg_catalog.array_fill(NULL::text, ARRAY[v_n::integer]);
         v_detail := v_state;
     ELSE
@@ -138,6 +143,9 @@ BEGIN
     IF v_ord IS NULL THEN
         RETURN;
     END IF;
+
+    SELECT pg_catalog.count(*) <> pg_catalog.count(DISTINCT (u.dest, u.ev)) INTO v_dup
+      FROM unnest(v_dest, v_event) AS u(dest, ev);
 
     -- 2. lock the named deliveries in a fixed order (concurrent batches cannot deadlock on them)
     PERFORM 1
@@ -198,7 +206,12 @@ BEGIN
               ) AS t
          WHERE dd.destination IN (SELECT DISTINCT x.dest FROM unnest(v_dest) AS x(dest))
     ), items AS (
-        SELECT x.*, pg_catalog.row_number() OVER (PARTITION BY x.dest, x.ev ORDER BY x.ord) AS rn
+        -- rn: the item's place among the items naming the same delivery (counted only when the
+        -- batch names a delivery twice - no sort of the items otherwise)
+        SELECT x.*,
+               CASE WHEN v_dup THEN 1 + (SELECT pg_catalog.count(*) FROM unnest(v_dest, v_event, v_ord) AS y(dest, ev, ord)
+                                          WHERE y.dest = x.dest AND y.ev = x.ev AND y.ord < x.ord)
+                    ELSE 1 END AS rn
           FROM unnest(v_ord, v_dest, v_event, v_attempt, v_token, v_ack, v_receipt, v_rcb, v_cand, v_state, v_detail)
                AS x(ord, dest, ev, att, tok, ack, rc, rcb, cand, state, detail)
     ), judged AS MATERIALIZED (
@@ -211,14 +224,25 @@ BEGIN
                 AND (d.required_projection_name IS NULL OR u.rcb ?& ARRAY['projectionName', 'projectionVersion'])
                 AND pg_catalog.jsonb_typeof(u.rcb->(k.p || 'Ref')) = 'string'
                 AND pg_catalog.length(u.rcb->>(k.p || 'Ref')) BETWEEN 1 AND 500
+                -- (the digest's form needs no test: it must equal the hex sha256 below)
                 AND pg_catalog.jsonb_typeof(u.rcb->(k.p || 'Digest')) = 'string'
-                AND (u.rcb->>(k.p || 'Digest')) ~ '^[0-9a-f]{64}$'
+                -- the time: UTC RFC 3339 with 6 fractional digits and Z, a real date and time
+                -- (digits everywhere but the separators, at their places; no regex: cheaper)
                 AND pg_catalog.jsonb_typeof(u.rcb->k.time_field) = 'string'
-                AND CASE WHEN (u.rcb->>k.time_field) ~ '^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\.[0-9]{6}Z$'
-                              AND pg_catalog.left(u.rcb->>k.time_field, 4) <> '0000'
-                         THEN pg_catalog.substr(u.rcb->>k.time_field, 9, 2)::integer
-                              <= pg_catalog.date_part('day', pg_catalog.make_date(pg_catalog.substr(u.rcb->>k.time_field, 1, 4)::integer,
-                                                                                 pg_catalog.substr(u.rcb->>k.time_field, 6, 2)::integer, 1)
+                AND CASE WHEN pg_catalog.length(t.t) = 27
+                              AND pg_catalog.translate(t.t, '0123456789', '') = '--T::.Z'
+                              AND pg_catalog.substr(t.t, 5, 1) || pg_catalog.substr(t.t, 8, 1) || pg_catalog.substr(t.t, 11, 1)
+                                  || pg_catalog.substr(t.t, 14, 1) || pg_catalog.substr(t.t, 17, 1)
+                                  || pg_catalog.substr(t.t, 20, 1) || pg_catalog.substr(t.t, 27, 1) = '--T::.Z'
+                              AND pg_catalog.substr(t.t, 1, 4) COLLATE "C" <> '0000'
+                              AND pg_catalog.substr(t.t, 6, 2) COLLATE "C" BETWEEN '01' AND '12'
+                              AND pg_catalog.substr(t.t, 9, 2) COLLATE "C" >= '01'
+                              AND pg_catalog.substr(t.t, 12, 2) COLLATE "C" < '24'
+                              AND pg_catalog.substr(t.t, 15, 2) COLLATE "C" < '60'
+                              AND pg_catalog.substr(t.t, 18, 2) COLLATE "C" < '60'
+                         THEN pg_catalog.substr(t.t, 9, 2)::integer
+                              <= pg_catalog.date_part('day', pg_catalog.make_date(pg_catalog.substr(t.t, 1, 4)::integer,
+                                                                                 pg_catalog.substr(t.t, 6, 2)::integer, 1)
                                                              + interval '1 month' - interval '1 day')
                          ELSE false END
                 -- the receipt is exactly its canonical text rebuilt from what the kernel knows
@@ -240,6 +264,7 @@ BEGIN
           LEFT JOIN outbox.outbox_deliveries AS d ON d.destination = u.dest AND d.event_id = u.ev
           LEFT JOIN outbox.outbox_events AS e ON e.event_id = u.ev
           LEFT JOIN kinds AS k ON k.k_dest = u.dest
+         CROSS JOIN LATERAL (SELECT u.rcb->>k.time_field AS t) AS t
          CROSS JOIN LATERAL (
                 SELECT ARRAY[(u.rcb->k.time_field)::text, (u.rcb->(k.p || 'Ref'))::text, (u.rcb->(k.p || 'Digest'))::text,
                              pg_catalog.to_json(d.consumer_name)::text, pg_catalog.to_json(d.destination)::text,
