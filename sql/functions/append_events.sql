@@ -36,6 +36,9 @@
 --   outbox._append_validate, in input order, which raises the SQLSTATE and detail it always did,
 --   or returns the validated columns. On the success path of the producer library no PL/pgSQL
 --   function runs per element (HP-1: the number of function calls per call is a constant).
+-- Plans (HP-3, HP-4): enable_seqscan = off, so that every guard is an index lookup also in a
+--   generic plan cached while the tables were small (the archive probe was a hashed scan of the
+--   whole archive); jit = off (the nested predicate is costed high; a JIT compile took seconds).
 -- Returns: one row per element, in input order: the event id, its digest, and its number of
 --   deliveries (for an idempotent re-append, the deliveries it already has).
 -- Raises (any invalid element fails the whole call; the caller's transaction decides):
@@ -57,6 +60,7 @@ CREATE FUNCTION outbox.append_events(
 ) RETURNS TABLE (event_id uuid, event_envelope_sha256 text, delivery_count integer)
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
 SET jit = off
 AS $fn$
 #variable_conflict use_column
@@ -86,20 +90,11 @@ BEGIN
     SELECT k.value INTO v_max_bytes FROM outbox.kernel_settings k WHERE k.name = 'max_payload_bytes';
 
     RETURN QUERY
-    WITH a AS MATERIALIZED (
-        -- parsed once: the element's text (json_array_elements), its canonical text and digest,
-        -- and ONE jsonb of it on the hot path (a \u0000 escape, which no jsonb can hold, and an
-        -- oversized element are left to the full rule, which raises what it always did)
-        SELECT x.ord::integer AS ord, x.raw, t.ct, t.sha,
-               CASE WHEN t.ct IS NOT NULL AND t.sha IS NOT NULL AND pg_catalog.octet_length(t.ct) <= v_max_bytes
-                         AND x.raw::text = t.ct AND pg_catalog.strpos(t.ct, '\u0000') = 0
-                    THEN t.ct::jsonb END AS j
-          FROM pg_catalog.json_array_elements(p_events) WITH ORDINALITY AS x(raw, ord)
-         CROSS JOIN LATERAL (SELECT p_canonical_texts[x.ord::integer] AS ct,
-                                    p_event_envelope_sha256s[x.ord::integer] AS sha) AS t
-    ), f AS MATERIALIZED (
+    WITH f AS MATERIALIZED (
         -- the cheap predicate (builtins only; every cast guarded by the pattern it needs)
-        SELECT j.ord, j.raw, j.ct, j.sha, j.j, j.rev, j.occurred,
+        SELECT k.ord, CASE WHEN NOT k.fast THEN k.raw END AS raw, k.ct, k.sha,
+               CASE WHEN k.fast THEN k.j END AS j, k.rev, k.occurred, k.fast
+          FROM (SELECT j.ord, j.raw, j.ct, j.sha, j.j, j.rev, j.occurred,
                COALESCE(j.j IS NOT NULL
                    AND j.sha = pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(j.ct, 'UTF8')), 'hex')
                    AND j.rev <= 9007199254740991
@@ -293,7 +288,20 @@ BEGIN
                               '"tenantKind":' || (a.j -> 'tenant' -> 'tenantKind')::text,
                               '"workspaceId":' || (a.j -> 'tenant' -> 'workspaceId')::text) || '}}'
                        END AS canonical
-                  FROM a) AS j
+                  FROM (
+                -- parsed once: the element's text (json_array_elements), its canonical text and digest,
+                -- and ONE jsonb of it on the hot path (a \u0000 escape, which no jsonb can hold, and an
+                -- oversized element are left to the full rule, which raises what it always did)
+                SELECT x.ord::integer AS ord, x.raw, t.ct, t.sha,
+                       CASE WHEN t.ct IS NOT NULL AND t.sha IS NOT NULL AND pg_catalog.octet_length(t.ct) <= v_max_bytes
+                                 AND x.raw::text = t.ct AND pg_catalog.strpos(t.ct, '\u0000') = 0
+                            THEN t.ct::jsonb END AS j
+                  FROM pg_catalog.json_array_elements(p_events) WITH ORDINALITY AS x(raw, ord)
+                 CROSS JOIN LATERAL (SELECT p_canonical_texts[x.ord::integer] AS ct,
+                                            p_event_envelope_sha256s[x.ord::integer] AS sha) AS t
+                        OFFSET 0) AS a
+                OFFSET 0) AS j
+                OFFSET 0) AS k
     ), v AS MATERIALIZED (
         -- accepted by the predicate: the typed columns straight from the jsonb
         SELECT f.ord, (f.j ->> 'eventId')::uuid AS event_id, f.j ->> 'eventType' AS event_type,
