@@ -27,7 +27,7 @@
 --   the size limit, the pair's refinements (R-AP-7), and canonicality: the canonical text
 --   rebuilt from the parsed jsonb (members ordered COLLATE "C" = RFC 8785 order for ASCII names,
 --   strings in PostgreSQL's JSON escaping = RFC 8785's, numbers only integers (scale 0) with
---   |n| <= 2^53-1 written as digits, payload containers nested at most 4 levels) must equal
+--   |n| <= 2^53-1 written as digits, payload containers nested at most 3 levels) must equal
 --   the submitted text byte for byte. The predicate is SOUND: a text it accepts is the RFC 8785
 --   form of an envelope outbox._append_validate accepts (a duplicate name, an escape or number
 --   form that is not canonical, a non-ASCII member name or a deeper payload makes the rebuilt
@@ -38,7 +38,9 @@
 --   function runs per element (HP-1: the number of function calls per call is a constant).
 -- Plans (HP-3, HP-4): enable_seqscan = off, so that every guard is an index lookup also in a
 --   generic plan cached while the tables were small (the archive probe was a hashed scan of the
---   whole archive); jit = off (the nested predicate is costed high; a JIT compile took seconds).
+--   whole archive); with that, plan_cache_mode = force_generic_plan (the statement is planned
+--   once per session, never per call); jit = off (the nested predicate is costed high; a JIT
+--   compile took seconds).
 -- Returns: one row per element, in input order: the event id, its digest, and its number of
 --   deliveries (for an idempotent re-append, the deliveries it already has).
 -- Raises (any invalid element fails the whole call; the caller's transaction decides):
@@ -62,6 +64,7 @@ LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET jit = off
+SET plan_cache_mode = force_generic_plan
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -185,43 +188,15 @@ BEGIN
                                                     WHEN 'object' THEN (SELECT '{' || COALESCE(pg_catalog.string_agg(
                                                         CASE WHEN pg_catalog.octet_length(e3.key) = pg_catalog.length(e3.key) AND pg_catalog.octet_length(e3.key) <= 1024
                                                              THEN pg_catalog.to_json(e3.key)::text || ':' || CASE pg_catalog.jsonb_typeof(e3.value)
-                                                                 WHEN 'object' THEN (SELECT '{' || COALESCE(pg_catalog.string_agg(
-                                                                     CASE WHEN pg_catalog.octet_length(e4.key) = pg_catalog.length(e4.key) AND pg_catalog.octet_length(e4.key) <= 1024
-                                                                          THEN pg_catalog.to_json(e4.key)::text || ':' || CASE pg_catalog.jsonb_typeof(e4.value)
-                                                                              WHEN 'number' THEN CASE WHEN pg_catalog.scale((e4.value)::numeric) = 0 AND pg_catalog.abs((e4.value)::numeric) <= 9007199254740991 THEN (e4.value)::text END
-                                                                              WHEN 'object' THEN NULL WHEN 'array' THEN NULL
-                                                                              ELSE (e4.value)::text END END,
-                                                                     ',' ORDER BY e4.key COLLATE "C"), '') || '}'
-                                                                    FROM pg_catalog.jsonb_each(e3.value) AS e4)
-                                                                 WHEN 'array' THEN (SELECT '[' || COALESCE(pg_catalog.string_agg(
-                                                                     CASE pg_catalog.jsonb_typeof(a4.value)
-                                                                         WHEN 'number' THEN CASE WHEN pg_catalog.scale((a4.value)::numeric) = 0 AND pg_catalog.abs((a4.value)::numeric) <= 9007199254740991 THEN (a4.value)::text END
-                                                                         WHEN 'object' THEN NULL WHEN 'array' THEN NULL
-                                                                         ELSE (a4.value)::text END,
-                                                                     ',' ORDER BY a4.ordinality), '') || ']'
-                                                                    FROM pg_catalog.jsonb_array_elements(e3.value) WITH ORDINALITY AS a4(value, ordinality))
                                                                  WHEN 'number' THEN CASE WHEN pg_catalog.scale((e3.value)::numeric) = 0 AND pg_catalog.abs((e3.value)::numeric) <= 9007199254740991 THEN (e3.value)::text END
+                                                                 WHEN 'object' THEN NULL WHEN 'array' THEN NULL
                                                                  ELSE (e3.value)::text END END,
                                                         ',' ORDER BY e3.key COLLATE "C"), '') || '}'
                                                        FROM pg_catalog.jsonb_each(e2.value) AS e3)
                                                     WHEN 'array' THEN (SELECT '[' || COALESCE(pg_catalog.string_agg(
                                                         CASE pg_catalog.jsonb_typeof(a3.value)
-                                                            WHEN 'object' THEN (SELECT '{' || COALESCE(pg_catalog.string_agg(
-                                                                CASE WHEN pg_catalog.octet_length(e4.key) = pg_catalog.length(e4.key) AND pg_catalog.octet_length(e4.key) <= 1024
-                                                                     THEN pg_catalog.to_json(e4.key)::text || ':' || CASE pg_catalog.jsonb_typeof(e4.value)
-                                                                         WHEN 'number' THEN CASE WHEN pg_catalog.scale((e4.value)::numeric) = 0 AND pg_catalog.abs((e4.value)::numeric) <= 9007199254740991 THEN (e4.value)::text END
-                                                                         WHEN 'object' THEN NULL WHEN 'array' THEN NULL
-                                                                         ELSE (e4.value)::text END END,
-                                                                ',' ORDER BY e4.key COLLATE "C"), '') || '}'
-                                                               FROM pg_catalog.jsonb_each(a3.value) AS e4)
-                                                            WHEN 'array' THEN (SELECT '[' || COALESCE(pg_catalog.string_agg(
-                                                                CASE pg_catalog.jsonb_typeof(a4.value)
-                                                                    WHEN 'number' THEN CASE WHEN pg_catalog.scale((a4.value)::numeric) = 0 AND pg_catalog.abs((a4.value)::numeric) <= 9007199254740991 THEN (a4.value)::text END
-                                                                    WHEN 'object' THEN NULL WHEN 'array' THEN NULL
-                                                                    ELSE (a4.value)::text END,
-                                                                ',' ORDER BY a4.ordinality), '') || ']'
-                                                               FROM pg_catalog.jsonb_array_elements(a3.value) WITH ORDINALITY AS a4(value, ordinality))
                                                             WHEN 'number' THEN CASE WHEN pg_catalog.scale((a3.value)::numeric) = 0 AND pg_catalog.abs((a3.value)::numeric) <= 9007199254740991 THEN (a3.value)::text END
+                                                            WHEN 'object' THEN NULL WHEN 'array' THEN NULL
                                                             ELSE (a3.value)::text END,
                                                         ',' ORDER BY a3.ordinality), '') || ']'
                                                        FROM pg_catalog.jsonb_array_elements(e2.value) WITH ORDINALITY AS a3(value, ordinality))
@@ -234,43 +209,15 @@ BEGIN
                                                WHEN 'object' THEN (SELECT '{' || COALESCE(pg_catalog.string_agg(
                                                    CASE WHEN pg_catalog.octet_length(e3.key) = pg_catalog.length(e3.key) AND pg_catalog.octet_length(e3.key) <= 1024
                                                         THEN pg_catalog.to_json(e3.key)::text || ':' || CASE pg_catalog.jsonb_typeof(e3.value)
-                                                            WHEN 'object' THEN (SELECT '{' || COALESCE(pg_catalog.string_agg(
-                                                                CASE WHEN pg_catalog.octet_length(e4.key) = pg_catalog.length(e4.key) AND pg_catalog.octet_length(e4.key) <= 1024
-                                                                     THEN pg_catalog.to_json(e4.key)::text || ':' || CASE pg_catalog.jsonb_typeof(e4.value)
-                                                                         WHEN 'number' THEN CASE WHEN pg_catalog.scale((e4.value)::numeric) = 0 AND pg_catalog.abs((e4.value)::numeric) <= 9007199254740991 THEN (e4.value)::text END
-                                                                         WHEN 'object' THEN NULL WHEN 'array' THEN NULL
-                                                                         ELSE (e4.value)::text END END,
-                                                                ',' ORDER BY e4.key COLLATE "C"), '') || '}'
-                                                               FROM pg_catalog.jsonb_each(e3.value) AS e4)
-                                                            WHEN 'array' THEN (SELECT '[' || COALESCE(pg_catalog.string_agg(
-                                                                CASE pg_catalog.jsonb_typeof(a4.value)
-                                                                    WHEN 'number' THEN CASE WHEN pg_catalog.scale((a4.value)::numeric) = 0 AND pg_catalog.abs((a4.value)::numeric) <= 9007199254740991 THEN (a4.value)::text END
-                                                                    WHEN 'object' THEN NULL WHEN 'array' THEN NULL
-                                                                    ELSE (a4.value)::text END,
-                                                                ',' ORDER BY a4.ordinality), '') || ']'
-                                                               FROM pg_catalog.jsonb_array_elements(e3.value) WITH ORDINALITY AS a4(value, ordinality))
                                                             WHEN 'number' THEN CASE WHEN pg_catalog.scale((e3.value)::numeric) = 0 AND pg_catalog.abs((e3.value)::numeric) <= 9007199254740991 THEN (e3.value)::text END
+                                                            WHEN 'object' THEN NULL WHEN 'array' THEN NULL
                                                             ELSE (e3.value)::text END END,
                                                    ',' ORDER BY e3.key COLLATE "C"), '') || '}'
                                                   FROM pg_catalog.jsonb_each(a2.value) AS e3)
                                                WHEN 'array' THEN (SELECT '[' || COALESCE(pg_catalog.string_agg(
                                                    CASE pg_catalog.jsonb_typeof(a3.value)
-                                                       WHEN 'object' THEN (SELECT '{' || COALESCE(pg_catalog.string_agg(
-                                                           CASE WHEN pg_catalog.octet_length(e4.key) = pg_catalog.length(e4.key) AND pg_catalog.octet_length(e4.key) <= 1024
-                                                                THEN pg_catalog.to_json(e4.key)::text || ':' || CASE pg_catalog.jsonb_typeof(e4.value)
-                                                                    WHEN 'number' THEN CASE WHEN pg_catalog.scale((e4.value)::numeric) = 0 AND pg_catalog.abs((e4.value)::numeric) <= 9007199254740991 THEN (e4.value)::text END
-                                                                    WHEN 'object' THEN NULL WHEN 'array' THEN NULL
-                                                                    ELSE (e4.value)::text END END,
-                                                           ',' ORDER BY e4.key COLLATE "C"), '') || '}'
-                                                          FROM pg_catalog.jsonb_each(a3.value) AS e4)
-                                                       WHEN 'array' THEN (SELECT '[' || COALESCE(pg_catalog.string_agg(
-                                                           CASE pg_catalog.jsonb_typeof(a4.value)
-                                                               WHEN 'number' THEN CASE WHEN pg_catalog.scale((a4.value)::numeric) = 0 AND pg_catalog.abs((a4.value)::numeric) <= 9007199254740991 THEN (a4.value)::text END
-                                                               WHEN 'object' THEN NULL WHEN 'array' THEN NULL
-                                                               ELSE (a4.value)::text END,
-                                                           ',' ORDER BY a4.ordinality), '') || ']'
-                                                          FROM pg_catalog.jsonb_array_elements(a3.value) WITH ORDINALITY AS a4(value, ordinality))
                                                        WHEN 'number' THEN CASE WHEN pg_catalog.scale((a3.value)::numeric) = 0 AND pg_catalog.abs((a3.value)::numeric) <= 9007199254740991 THEN (a3.value)::text END
+                                                       WHEN 'object' THEN NULL WHEN 'array' THEN NULL
                                                        ELSE (a3.value)::text END,
                                                    ',' ORDER BY a3.ordinality), '') || ']'
                                                   FROM pg_catalog.jsonb_array_elements(a2.value) WITH ORDINALITY AS a3(value, ordinality))
