@@ -15,6 +15,7 @@ CREATE FUNCTION outbox.tg_outbox_events__delivery_set_complete() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
+SET plan_cache_mode = force_generic_plan
 AS $fn$
 BEGIN
     -- (an id a row of this transaction already waits to prove is not recorded twice; see below)
@@ -50,6 +51,7 @@ CREATE FUNCTION outbox.tg_outbox_deliveries__delivery_set_member() RETURNS trigg
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
+SET plan_cache_mode = force_generic_plan
 AS $fn$
 BEGIN
     INSERT INTO outbox.outbox_append_proofs (event_ids)
