@@ -19,7 +19,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
@@ -108,6 +110,14 @@ func Envelope(ev Event) (json.RawMessage, string, error) {
 // Append appends ev inside db (normally the caller's business transaction) on the hot path:
 // canonical text and digest computed here, verified by the database.
 func Append(ctx context.Context, db DBTX, ev Event) (Result, error) {
+	if c, ok := canonicalEnvelope(ev); ok {
+		text, digest := string(c), canon.SumHex(c)
+		r, err := pgcall.AppendEvent(ctx, db, pgcall.AppendParams{Event: c, CanonicalText: &text, EnvelopeSHA256: &digest})
+		if err != nil {
+			return Result{}, err
+		}
+		return Result{EventID: r.EventID, EnvelopeSHA256: r.EnvelopeSHA256, DeliveryCount: r.DeliveryCount}, nil
+	}
 	doc, _, err := Envelope(ev)
 	if err != nil {
 		return Result{}, err
@@ -145,14 +155,17 @@ func AppendMany(ctx context.Context, db DBTX, evs []Event) ([]Result, error) {
 	digests := make([]*string, len(evs))
 	events = append(events, '[')
 	for i, ev := range evs {
-		doc, _, err := Envelope(ev)
-		if err != nil {
-			return nil, fmt.Errorf("append events: event %d: %w", i, err)
+		c, ok := canonicalEnvelope(ev)
+		if !ok { // the general path decides, with its own errors
+			doc, _, err := Envelope(ev)
+			if err != nil {
+				return nil, fmt.Errorf("append events: event %d: %w", i, err)
+			}
+			if c, _, err = canonical(fmt.Sprintf("append events: event %d", i), doc); err != nil {
+				return nil, err
+			}
 		}
-		c, digest, err := canonical(fmt.Sprintf("append events: event %d", i), doc)
-		if err != nil {
-			return nil, err
-		}
+		digest := canon.SumHex(c)
 		if i > 0 {
 			events = append(events, ',')
 		}
@@ -170,6 +183,101 @@ func AppendMany(ctx context.Context, db DBTX, evs []Event) ([]Result, error) {
 		out[i] = Result{EventID: r.EventID, EnvelopeSHA256: r.EnvelopeSHA256, DeliveryCount: r.DeliveryCount}
 	}
 	return out, nil
+}
+
+// canonicalEnvelope returns the RFC 8785 canonical text of ev's EventEnvelope@1 (EventID and
+// OccurredAt filled when empty), the same bytes as canonicalizing Envelope(ev) (P-6: the
+// producer's own CPU per event): the envelope's members are written in their canonical order
+// with RFC 8785 string escaping, and only the payload goes through the canonicalizer. It
+// reports false, and the caller takes the general path (Envelope, then the canonicalizer, with
+// their errors), for anything it does not write itself: a payload the canonicalizer refuses, an
+// aggregateRevision outside the safe integers, a string that is not valid UTF-8 or holds U+0000.
+func canonicalEnvelope(ev Event) ([]byte, bool) {
+	if ev.EventID == "" {
+		ev.EventID = newUUID()
+	}
+	if ev.OccurredAt.IsZero() {
+		ev.OccurredAt = time.Now()
+	}
+	payload := []byte(ev.Payload)
+	if len(payload) == 0 {
+		payload = []byte(`{}`)
+	}
+	p, err := canon.Canonicalize(payload)
+	if err != nil || ev.AggregateRevision > canon.MaxSafeInteger || ev.AggregateRevision < -canon.MaxSafeInteger {
+		return nil, false
+	}
+	b := make([]byte, 0, len(p)+512)
+	var ok = true
+	str := func(name, v string, optional bool) {
+		if optional && v == "" {
+			return
+		}
+		if b[len(b)-1] != '{' {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, name...)
+		b = append(b, '"', ':')
+		var good bool
+		b, good = appendJCSString(b, v)
+		ok = ok && good
+	}
+	b = append(b, '{')
+	str("aggregateId", ev.AggregateID, false)
+	b = append(b, `,"aggregateRevision":`...)
+	b = strconv.AppendInt(b, ev.AggregateRevision, 10)
+	str("causationId", ev.CausationID, true)
+	str("correlationId", ev.CorrelationID, true)
+	str("eventId", ev.EventID, false)
+	str("eventSchemaVersion", ev.EventSchemaVersion, false)
+	str("eventType", ev.EventType, false)
+	str("occurredAt", ev.OccurredAt.UTC().Truncate(time.Microsecond).Format(OccurredAtFormat), false)
+	str("operationId", ev.OperationID, true)
+	b = append(b, `,"payload":`...)
+	b = append(b, p...)
+	b = append(b, `,"tenant":{`...)
+	str("projectId", ev.Tenant.ProjectID, true)
+	str("tenantId", ev.Tenant.TenantID, false)
+	str("tenantKind", ev.Tenant.TenantKind, false)
+	str("workspaceId", ev.Tenant.WorkspaceID, false)
+	b = append(b, '}', '}')
+	return b, ok
+}
+
+// appendJCSString appends s as an RFC 8785 string (ECMAScript JSON.stringify escaping: \" \\
+// \b \f \n \r \t, \u00xx in lower-case hex for the other control characters, everything else
+// literal). It reports false for invalid UTF-8 and for U+0000 (outside jcs-sha256-v1).
+func appendJCSString(b []byte, s string) ([]byte, bool) {
+	const hex = "0123456789abcdef"
+	ok := utf8.ValidString(s)
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"':
+			b = append(b, '\\', '"')
+		case c == '\\':
+			b = append(b, '\\', '\\')
+		case c == '\b':
+			b = append(b, '\\', 'b')
+		case c == '\f':
+			b = append(b, '\\', 'f')
+		case c == '\n':
+			b = append(b, '\\', 'n')
+		case c == '\r':
+			b = append(b, '\\', 'r')
+		case c == '\t':
+			b = append(b, '\\', 't')
+		case c == 0:
+			ok = false
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"'), ok
 }
 
 // canonical returns the RFC 8785 canonical text of doc and its jcs-sha256-v1 digest, mapping a

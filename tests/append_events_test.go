@@ -437,7 +437,8 @@ func TestAppendEventsGrants(t *testing.T) {
 		WHERE oid = 'outbox.append_events(json,text[],text[])'::regprocedure`).Scan(&secdef, &config); err != nil {
 		t.Fatal(err)
 	}
-	if !secdef || config != "search_path=pg_catalog, pg_temp" {
+	// enable_seqscan and jit off, generic plans: SPEC §12a HP-3, HP-4 (the function's header)
+	if !secdef || config != "search_path=pg_catalog, pg_temp;enable_seqscan=off;jit=off;plan_cache_mode=force_generic_plan" {
 		t.Fatalf("append_events: secdef=%v config=%q", secdef, config)
 	}
 	doc := mustMarshal(t, testfix.Envelope("execution.run-finalization.closed@1", "1", "agg-grant", 1))

@@ -14,6 +14,9 @@
 //	    with the receipt package → ackBatch, until every event is published.
 //	p2: the same workers start together with -producers goroutines that append the n events in
 //	    transactions of -tx; the run ends when all n are published.
+//	p6: appends only (SPEC §12a P-6): -producers goroutines, each on its own connection as
+//	    outbox_producer, append the n events with producer.AppendMany (one append_events call
+//	    per transaction of -tx); no dispatcher. Compared with riverbench -mode insertmany.
 //
 // The rate is taken from the start of dispatch (p1) or of the run (p2) to the last ack. The
 // payload is a JSON object of exactly -payload bytes (400 to compare with River's jobs; the
@@ -77,7 +80,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.server, "server", os.Getenv("DATABASE_URL"), "superuser URL of the cluster's maintenance database")
 	flag.StringVar(&o.dbName, "db", "pgoutbox_bench_sbs", "database to (re)create and migrate")
-	flag.StringVar(&o.mode, "mode", "p1", "p1 (pre-appended backlog) or p2 (producers appending concurrently)")
+	flag.StringVar(&o.mode, "mode", "p1", "p1 (pre-appended backlog), p2 (producers appending concurrently) or p6 (appends only)")
 	flag.IntVar(&o.n, "n", 5000, "events (one delivery each)")
 	flag.IntVar(&o.payload, "payload", 400, "size in bytes of each event's payload object (River comparison: 400; product's usual: 1024)")
 	flag.IntVar(&o.workers, "workers", 2, "dispatcher worker connections")
@@ -138,8 +141,8 @@ func run(ctx context.Context, o options) (string, error) {
 	if o.server == "" {
 		return "", errors.New("-server (or DATABASE_URL) is required")
 	}
-	if o.mode != "p1" && o.mode != "p2" {
-		return "", fmt.Errorf("unknown -mode %q (p1 or p2)", o.mode)
+	if o.mode != "p1" && o.mode != "p2" && o.mode != "p6" {
+		return "", fmt.Errorf("unknown -mode %q (p1, p2 or p6)", o.mode)
 	}
 	if err := selfCheck(); err != nil {
 		return "", err
@@ -171,6 +174,9 @@ func run(ctx context.Context, o options) (string, error) {
 			return "", err
 		}
 		defer prods[i].Close(context.Background())
+	}
+	if o.mode == "p6" {
+		return appendOnly(ctx, admin, prods, o)
 	}
 	disps := make([]*pgx.Conn, o.workers)
 	for i := range disps {
@@ -320,6 +326,34 @@ func run(ctx context.Context, o options) (string, error) {
 			"appended_per_sec="+rate(int64(o.n), appendDur))
 	}
 	return strings.Join(append([]string{"RESULT pgoutbox " + o.mode + " " + strings.Join(kv, " ")}, budgetLines...), "\n"), nil
+}
+
+// appendOnly is -mode p6: the n events appended in transactions of o.txSize over the producer
+// connections (producer.AppendMany, one outbox.append_events call per transaction), timed from
+// the first transaction's start to the last commit; the stored events are counted afterwards.
+func appendOnly(ctx context.Context, admin *pgx.Conn, prods []*pgx.Conn, o options) (string, error) {
+	dur, err := appendAll(ctx, prods, o)
+	if err != nil {
+		return "", fmt.Errorf("producers: %w", err)
+	}
+	var events, deliveries int64
+	if err := admin.QueryRow(ctx, `SELECT (SELECT count(*) FROM outbox.outbox_events), (SELECT count(*) FROM outbox.outbox_deliveries)`).
+		Scan(&events, &deliveries); err != nil {
+		return "", err
+	}
+	if events != int64(o.n) || deliveries != int64(o.n) {
+		return "", fmt.Errorf("incomplete run: %d events, %d deliveries, want %d", events, deliveries, o.n)
+	}
+	kv := []string{
+		"appended_per_sec=" + rate(int64(o.n), dur),
+		"events=" + strconv.Itoa(o.n),
+		"elapsed_s=" + strconv.FormatFloat(dur.Seconds(), 'f', 3, 64),
+		"payload_bytes=" + strconv.Itoa(o.payload),
+		"producers=" + strconv.Itoa(o.producers),
+		"tx_size=" + strconv.Itoa(o.txSize),
+		"gomaxprocs=" + strconv.Itoa(runtime.GOMAXPROCS(0)),
+	}
+	return "RESULT pgoutbox p6 " + strings.Join(kv, " "), nil
 }
 
 func rate(n int64, d time.Duration) string {

@@ -18,6 +18,29 @@
 -- Digest paths (D-2): canonical_texts and event_envelope_sha256s, when given, are parallel to
 --   events (index 1 = first element); an element with both NULL is canonicalized by the
 --   database. The database never stores a digest it did not verify.
+-- The one rule, in two speeds (SPEC §12a HP-1, HP-2): the array is parsed once
+--   (json_array_elements; each element cast to jsonb once, typed columns from there) and every
+--   element of the hot path (canonical text and digest given, the event's text IS the canonical
+--   text — what producer.AppendMany sends) is first judged by ONE cheap predicate inside this
+--   statement, with builtins only: sha256(text) = digest, exactly the EventEnvelope@1 fields with
+--   their types and literal rules (the ones of outbox._append_validate), occurredAt a real time,
+--   the size limit, the pair's refinements (R-AP-7), and canonicality: the canonical text
+--   rebuilt from the parsed jsonb (members ordered COLLATE "C" = RFC 8785 order for ASCII names,
+--   strings in PostgreSQL's JSON escaping = RFC 8785's, numbers only integers (scale 0) with
+--   |n| <= 2^53-1 written as digits, payload containers nested at most 3 levels) must equal
+--   the submitted text byte for byte. The predicate is SOUND: a text it accepts is the RFC 8785
+--   form of an envelope outbox._append_validate accepts (a duplicate name, an escape or number
+--   form that is not canonical, a non-ASCII member name or a deeper payload makes the rebuilt
+--   text differ, and the element goes to the full rule). Every element it does not accept —
+--   slow-path elements, elements it cannot decide, invalid ones — runs the full per-element rule
+--   outbox._append_validate, in input order, which raises the SQLSTATE and detail it always did,
+--   or returns the validated columns. On the success path of the producer library no PL/pgSQL
+--   function runs per element (HP-1: the number of function calls per call is a constant).
+-- Plans (HP-3, HP-4): enable_seqscan = off, so that every guard is an index lookup also in a
+--   generic plan cached while the tables were small (the archive probe was a hashed scan of the
+--   whole archive); with that, plan_cache_mode = force_generic_plan (the statement is planned
+--   once per session, never per call); jit = off (the nested predicate is costed high; a JIT
+--   compile took seconds).
 -- Returns: one row per element, in input order: the event id, its digest, and its number of
 --   deliveries (for an idempotent re-append, the deliveries it already has).
 -- Raises (any invalid element fails the whole call; the caller's transaction decides):
@@ -39,6 +62,9 @@ CREATE FUNCTION outbox.append_events(
 ) RETURNS TABLE (event_id uuid, event_envelope_sha256 text, delivery_count integer)
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+SET plan_cache_mode = force_generic_plan
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -67,15 +93,183 @@ BEGIN
     SELECT k.value INTO v_max_bytes FROM outbox.kernel_settings k WHERE k.name = 'max_payload_bytes';
 
     RETURN QUERY
-    WITH v AS MATERIALIZED (
-        -- The envelope and digest rules, element by element in input order (the first break raises).
+    WITH f AS MATERIALIZED (
+        -- the cheap predicate (builtins only; every cast guarded by the pattern it needs)
+        SELECT k.ord, CASE WHEN NOT k.fast THEN k.raw END AS raw, k.ct, k.sha,
+               CASE WHEN k.fast THEN k.j END AS j, k.rev, k.occurred, k.fast
+          FROM (SELECT j.ord, j.raw, j.ct, j.sha, j.j, j.rev, j.occurred,
+               COALESCE(j.j IS NOT NULL
+                   AND j.sha = pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(j.ct, 'UTF8')), 'hex')
+                   AND j.rev <= 9007199254740991
+                   AND j.occurred IS NOT NULL
+                   -- (the pattern admits real times only, each written as to_char writes it back)
+                   AND NOT EXISTS (SELECT 1 FROM outbox.envelope_refinements r
+                                    WHERE r.event_type = j.j ->> 'eventType' AND r.event_schema_version = j.j ->> 'eventSchemaVersion'
+                                      AND NOT (CASE WHEN r.required_field = 'projectId' THEN (j.j -> 'tenant') ? 'projectId'
+                                                    ELSE j.j ? r.required_field END))
+                   AND j.canonical = j.ct, false) AS fast
+          FROM (SELECT a.*,
+                       CASE WHEN pg_catalog.jsonb_typeof(a.j -> 'aggregateRevision') = 'number'
+                                 AND pg_catalog.scale((a.j -> 'aggregateRevision')::numeric) = 0
+                                 AND (a.j -> 'aggregateRevision')::numeric BETWEEN 1 AND 9007199254740991
+                            THEN (a.j -> 'aggregateRevision')::numeric::bigint END AS rev,
+                       -- occurredAt: YYYY-MM-DDTHH:MM:SS.ffffffZ, a real UTC time (year 0001..9999,
+                       -- month 01..12, the month's days, hour 00..23, minute and second 00..59)
+                       CASE WHEN pg_catalog.length(a.j ->> 'occurredAt') = 27
+                                 AND pg_catalog.translate(a.j ->> 'occurredAt', '0123456789', '') = '--T::.Z'
+                                 AND pg_catalog.strpos(a.j ->> 'occurredAt', '-') = 5 AND pg_catalog.substr(a.j ->> 'occurredAt', 8, 1) = '-'
+                                 AND pg_catalog.strpos(a.j ->> 'occurredAt', 'T') = 11 AND pg_catalog.strpos(a.j ->> 'occurredAt', ':') = 14
+                                 AND pg_catalog.substr(a.j ->> 'occurredAt', 17, 1) = ':' AND pg_catalog.strpos(a.j ->> 'occurredAt', '.') = 20
+                                 AND pg_catalog.substr(a.j ->> 'occurredAt', 27, 1) = 'Z'
+                                 AND pg_catalog.substr(a.j ->> 'occurredAt', 1, 4) COLLATE "C" <> '0000'
+                                 AND pg_catalog.substr(a.j ->> 'occurredAt', 6, 2) COLLATE "C" BETWEEN '01' AND '12'
+                                 AND pg_catalog.substr(a.j ->> 'occurredAt', 9, 2) COLLATE "C" BETWEEN '01' AND '31'
+                                 AND pg_catalog.substr(a.j ->> 'occurredAt', 12, 2) COLLATE "C" <= '23'
+                                 AND pg_catalog.substr(a.j ->> 'occurredAt', 15, 2) COLLATE "C" <= '59'
+                                 AND pg_catalog.substr(a.j ->> 'occurredAt', 18, 2) COLLATE "C" <= '59'
+                                 AND (pg_catalog.substr(a.j ->> 'occurredAt', 9, 2) COLLATE "C" <= '28'
+                                      OR pg_catalog.substr(a.j ->> 'occurredAt', 9, 2)::integer
+                                     <= pg_catalog.date_part('day', pg_catalog.make_date(pg_catalog.substr(a.j ->> 'occurredAt', 1, 4)::integer,
+                                                                                         pg_catalog.substr(a.j ->> 'occurredAt', 6, 2)::integer, 1)
+                                                                    + interval '1 month - 1 day'))
+                            THEN (a.j ->> 'occurredAt')::timestamptz END AS occurred,
+                       CASE WHEN pg_catalog.jsonb_typeof(a.j) = 'object'
+                                 AND pg_catalog.jsonb_typeof(a.j -> 'eventId') = 'string'
+                                 -- (the patterns of outbox._append_validate, written with translate():
+                                 -- a regular expression per element cost more than the rest)
+                                 AND pg_catalog.length(a.j ->> 'eventId') = 36
+                                 AND pg_catalog.translate(a.j ->> 'eventId', '0123456789abcdef', '') = '----'
+                                 AND pg_catalog.strpos(a.j ->> 'eventId', '-') = 9
+                                 AND pg_catalog.substr(a.j ->> 'eventId', 14, 1) = '-' AND pg_catalog.substr(a.j ->> 'eventId', 19, 1) = '-'
+                                 AND pg_catalog.substr(a.j ->> 'eventId', 24, 1) = '-'
+                                 AND pg_catalog.jsonb_typeof(a.j -> 'eventType') = 'string'
+                                 AND pg_catalog.translate(pg_catalog.left(a.j ->> 'eventType', 1), 'abcdefghijklmnopqrstuvwxyz0123456789', '') = ''
+                                 AND pg_catalog.translate(a.j ->> 'eventType', 'abcdefghijklmnopqrstuvwxyz0123456789._@-', '') = ''
+                                 AND pg_catalog.length(a.j ->> 'eventType') > 0
+                                 AND pg_catalog.jsonb_typeof(a.j -> 'eventSchemaVersion') = 'string'
+                                 AND pg_catalog.translate(pg_catalog.left(a.j ->> 'eventSchemaVersion', 1), 'abcdefghijklmnopqrstuvwxyz0123456789', '') = ''
+                                 AND pg_catalog.translate(a.j ->> 'eventSchemaVersion', 'abcdefghijklmnopqrstuvwxyz0123456789._@-', '') = ''
+                                 AND pg_catalog.length(a.j ->> 'eventSchemaVersion') > 0
+                                 AND pg_catalog.jsonb_typeof(a.j -> 'aggregateId') = 'string' AND pg_catalog.length(a.j ->> 'aggregateId') BETWEEN 1 AND 200
+                                 AND pg_catalog.jsonb_typeof(a.j -> 'tenant') = 'object'
+                                 AND pg_catalog.jsonb_typeof(a.j -> 'tenant' -> 'tenantKind') = 'string' AND pg_catalog.length(a.j -> 'tenant' ->> 'tenantKind') BETWEEN 1 AND 200
+                                 AND pg_catalog.jsonb_typeof(a.j -> 'tenant' -> 'tenantId') = 'string' AND pg_catalog.length(a.j -> 'tenant' ->> 'tenantId') BETWEEN 1 AND 200
+                                 AND pg_catalog.jsonb_typeof(a.j -> 'tenant' -> 'workspaceId') = 'string' AND pg_catalog.length(a.j -> 'tenant' ->> 'workspaceId') BETWEEN 1 AND 200
+                                 AND (NOT (a.j -> 'tenant') ? 'projectId' OR (pg_catalog.jsonb_typeof(a.j -> 'tenant' -> 'projectId') = 'string'
+                                                                               AND pg_catalog.length(a.j -> 'tenant' ->> 'projectId') BETWEEN 1 AND 200))
+                                 AND (NOT a.j ? 'correlationId' OR (pg_catalog.jsonb_typeof(a.j -> 'correlationId') = 'string'
+                                                                    AND pg_catalog.length(a.j ->> 'correlationId') BETWEEN 1 AND 200))
+                                 AND (NOT a.j ? 'causationId' OR (pg_catalog.jsonb_typeof(a.j -> 'causationId') = 'string'
+                                                                  AND pg_catalog.length(a.j ->> 'causationId') BETWEEN 1 AND 200))
+                                 AND (NOT a.j ? 'operationId' OR (pg_catalog.jsonb_typeof(a.j -> 'operationId') = 'string'
+                                                                  AND pg_catalog.length(a.j ->> 'operationId') BETWEEN 1 AND 200))
+                                 AND pg_catalog.jsonb_typeof(a.j -> 'occurredAt') = 'string'
+                                 AND pg_catalog.jsonb_typeof(a.j -> 'payload') = 'object'
+                            THEN
+                       -- the RFC 8785 text of the envelope, members in their fixed order: only the
+                       -- EventEnvelope@1 fields are rebuilt (absent required ones make it NULL), so
+                       -- an unknown field, an unknown tenant field or a duplicate name makes it
+                       -- differ from the submitted text
+                       '{"aggregateId":' || (a.j -> 'aggregateId')::text
+                       || ',"aggregateRevision":' || (a.j -> 'aggregateRevision')::text
+                       || COALESCE(',"causationId":' || (a.j -> 'causationId')::text, '')
+                       || COALESCE(',"correlationId":' || (a.j -> 'correlationId')::text, '')
+                       || ',"eventId":' || (a.j -> 'eventId')::text
+                       || ',"eventSchemaVersion":' || (a.j -> 'eventSchemaVersion')::text
+                       || ',"eventType":' || (a.j -> 'eventType')::text
+                       || ',"occurredAt":' || (a.j -> 'occurredAt')::text
+                       || COALESCE(',"operationId":' || (a.j -> 'operationId')::text, '')
+                       || ',"payload":' || (SELECT '{' || COALESCE(pg_catalog.string_agg(
+                              CASE WHEN pg_catalog.octet_length(e1.key) = pg_catalog.length(e1.key) AND pg_catalog.octet_length(e1.key) <= 1024
+                                   THEN pg_catalog.to_json(e1.key)::text || ':' || CASE pg_catalog.jsonb_typeof(e1.value)
+                                       WHEN 'object' THEN (SELECT '{' || COALESCE(pg_catalog.string_agg(
+                                           CASE WHEN pg_catalog.octet_length(e2.key) = pg_catalog.length(e2.key) AND pg_catalog.octet_length(e2.key) <= 1024
+                                                THEN pg_catalog.to_json(e2.key)::text || ':' || CASE pg_catalog.jsonb_typeof(e2.value)
+                                                    WHEN 'object' THEN (SELECT '{' || COALESCE(pg_catalog.string_agg(
+                                                        CASE WHEN pg_catalog.octet_length(e3.key) = pg_catalog.length(e3.key) AND pg_catalog.octet_length(e3.key) <= 1024
+                                                             THEN pg_catalog.to_json(e3.key)::text || ':' || CASE pg_catalog.jsonb_typeof(e3.value)
+                                                                 WHEN 'number' THEN CASE WHEN pg_catalog.scale((e3.value)::numeric) = 0 AND pg_catalog.abs((e3.value)::numeric) <= 9007199254740991 THEN (e3.value)::text END
+                                                                 WHEN 'object' THEN NULL WHEN 'array' THEN NULL
+                                                                 ELSE (e3.value)::text END END,
+                                                        ',' ORDER BY e3.key COLLATE "C"), '') || '}'
+                                                       FROM pg_catalog.jsonb_each(e2.value) AS e3)
+                                                    WHEN 'array' THEN (SELECT '[' || COALESCE(pg_catalog.string_agg(
+                                                        CASE pg_catalog.jsonb_typeof(a3.value)
+                                                            WHEN 'number' THEN CASE WHEN pg_catalog.scale((a3.value)::numeric) = 0 AND pg_catalog.abs((a3.value)::numeric) <= 9007199254740991 THEN (a3.value)::text END
+                                                            WHEN 'object' THEN NULL WHEN 'array' THEN NULL
+                                                            ELSE (a3.value)::text END,
+                                                        ',' ORDER BY a3.ordinality), '') || ']'
+                                                       FROM pg_catalog.jsonb_array_elements(e2.value) WITH ORDINALITY AS a3(value, ordinality))
+                                                    WHEN 'number' THEN CASE WHEN pg_catalog.scale((e2.value)::numeric) = 0 AND pg_catalog.abs((e2.value)::numeric) <= 9007199254740991 THEN (e2.value)::text END
+                                                    ELSE (e2.value)::text END END,
+                                           ',' ORDER BY e2.key COLLATE "C"), '') || '}'
+                                          FROM pg_catalog.jsonb_each(e1.value) AS e2)
+                                       WHEN 'array' THEN (SELECT '[' || COALESCE(pg_catalog.string_agg(
+                                           CASE pg_catalog.jsonb_typeof(a2.value)
+                                               WHEN 'object' THEN (SELECT '{' || COALESCE(pg_catalog.string_agg(
+                                                   CASE WHEN pg_catalog.octet_length(e3.key) = pg_catalog.length(e3.key) AND pg_catalog.octet_length(e3.key) <= 1024
+                                                        THEN pg_catalog.to_json(e3.key)::text || ':' || CASE pg_catalog.jsonb_typeof(e3.value)
+                                                            WHEN 'number' THEN CASE WHEN pg_catalog.scale((e3.value)::numeric) = 0 AND pg_catalog.abs((e3.value)::numeric) <= 9007199254740991 THEN (e3.value)::text END
+                                                            WHEN 'object' THEN NULL WHEN 'array' THEN NULL
+                                                            ELSE (e3.value)::text END END,
+                                                   ',' ORDER BY e3.key COLLATE "C"), '') || '}'
+                                                  FROM pg_catalog.jsonb_each(a2.value) AS e3)
+                                               WHEN 'array' THEN (SELECT '[' || COALESCE(pg_catalog.string_agg(
+                                                   CASE pg_catalog.jsonb_typeof(a3.value)
+                                                       WHEN 'number' THEN CASE WHEN pg_catalog.scale((a3.value)::numeric) = 0 AND pg_catalog.abs((a3.value)::numeric) <= 9007199254740991 THEN (a3.value)::text END
+                                                       WHEN 'object' THEN NULL WHEN 'array' THEN NULL
+                                                       ELSE (a3.value)::text END,
+                                                   ',' ORDER BY a3.ordinality), '') || ']'
+                                                  FROM pg_catalog.jsonb_array_elements(a2.value) WITH ORDINALITY AS a3(value, ordinality))
+                                               WHEN 'number' THEN CASE WHEN pg_catalog.scale((a2.value)::numeric) = 0 AND pg_catalog.abs((a2.value)::numeric) <= 9007199254740991 THEN (a2.value)::text END
+                                               ELSE (a2.value)::text END,
+                                           ',' ORDER BY a2.ordinality), '') || ']'
+                                          FROM pg_catalog.jsonb_array_elements(e1.value) WITH ORDINALITY AS a2(value, ordinality))
+                                       WHEN 'number' THEN CASE WHEN pg_catalog.scale((e1.value)::numeric) = 0 AND pg_catalog.abs((e1.value)::numeric) <= 9007199254740991 THEN (e1.value)::text END
+                                       ELSE (e1.value)::text END END,
+                              ',' ORDER BY e1.key COLLATE "C"), '') || '}'
+                             FROM pg_catalog.jsonb_each(a.j -> 'payload') AS e1)
+                       || ',"tenant":{' || pg_catalog.concat_ws(',',
+                              '"projectId":' || (a.j -> 'tenant' -> 'projectId')::text,
+                              '"tenantId":' || (a.j -> 'tenant' -> 'tenantId')::text,
+                              '"tenantKind":' || (a.j -> 'tenant' -> 'tenantKind')::text,
+                              '"workspaceId":' || (a.j -> 'tenant' -> 'workspaceId')::text) || '}}'
+                       END AS canonical
+                  FROM (
+                -- parsed once: the element's text (json_array_elements), its canonical text and digest,
+                -- and ONE jsonb of it on the hot path (a \u0000 escape, which no jsonb can hold, and an
+                -- oversized element are left to the full rule, which raises what it always did)
+                SELECT x.ord::integer AS ord, x.raw, t.ct, t.sha,
+                       CASE WHEN t.ct IS NOT NULL AND t.sha IS NOT NULL AND pg_catalog.octet_length(t.ct) <= v_max_bytes
+                                 AND x.raw::text = t.ct AND pg_catalog.strpos(t.ct, '\u0000') = 0
+                            THEN t.ct::jsonb END AS j
+                  FROM pg_catalog.json_array_elements(p_events) WITH ORDINALITY AS x(raw, ord)
+                 CROSS JOIN LATERAL (SELECT p_canonical_texts[x.ord::integer] AS ct,
+                                            p_event_envelope_sha256s[x.ord::integer] AS sha) AS t
+                        OFFSET 0) AS a
+                OFFSET 0) AS j
+                OFFSET 0) AS k
+    ), v AS MATERIALIZED (
+        -- accepted by the predicate: the typed columns straight from the jsonb
+        SELECT f.ord, (f.j ->> 'eventId')::uuid AS event_id, f.j ->> 'eventType' AS event_type,
+               f.j ->> 'eventSchemaVersion' AS schema_version, f.j ->> 'aggregateId' AS aggregate_id,
+               f.rev AS aggregate_revision, f.j -> 'tenant' ->> 'tenantKind' AS tenant_kind,
+               f.j -> 'tenant' ->> 'tenantId' AS tenant_id, f.j -> 'tenant' ->> 'workspaceId' AS workspace_id,
+               f.j -> 'tenant' ->> 'projectId' AS project_id, f.j ->> 'correlationId' AS correlation_id,
+               f.j ->> 'causationId' AS causation_id, f.j ->> 'operationId' AS operation_id,
+               f.j -> 'payload' AS event_payload, f.occurred AS occurred_at,
+               f.sha AS event_envelope_sha256, f.ct AS event_envelope_canonical
+          FROM f
+         WHERE f.fast
+        UNION ALL
+        -- every other element: the full rule, element by element in input order (the first
+        -- break raises its SQLSTATE and detail)
         SELECT e.ord, (e.r).*
-          FROM (SELECT a.ord::integer AS ord,
-                       outbox._append_validate(a.raw, p_canonical_texts[a.ord::integer],
-                                               p_event_envelope_sha256s[a.ord::integer], v_max_bytes,
-                                               CASE WHEN v_count > 1 THEN pg_catalog.format('events[%s]: ', a.ord - 1)
+          FROM (SELECT s.ord,
+                       outbox._append_validate(s.raw, s.ct, s.sha, v_max_bytes,
+                                               CASE WHEN v_count > 1 THEN pg_catalog.format('events[%s]: ', s.ord - 1)
                                                     ELSE '' END) AS r
-                  FROM pg_catalog.json_array_elements(p_events) WITH ORDINALITY AS a(raw, ord)
+                  FROM (SELECT f.ord, f.raw, f.ct, f.sha FROM f WHERE NOT f.fast ORDER BY f.ord) AS s
                 OFFSET 0) AS e
     ), c AS MATERIALIZED (
         -- (scalar subqueries, not joins: one primary-key lookup per element whatever the

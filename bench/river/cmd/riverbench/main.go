@@ -11,6 +11,8 @@
 //	riverbench -server URL -mode backlog    -n 5000   # P-1: pre-insert n jobs, then work them
 //	riverbench -server URL -mode concurrent -n 5000   # P-2: producers insert in transactions of
 //	                                                  #      100 while the client works them
+//	riverbench -server URL -mode insertmany -n 5000   # P-6: InsertManyTx of n jobs in transactions
+//	                                                  #      of -tx over -producers connections, no work
 //
 // Every run drops and recreates its own database (default pgoutbox_bench_river) on the cluster
 // of -server (a superuser URL of the maintenance database) and migrates it with rivermigrate.
@@ -57,7 +59,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.server, "server", os.Getenv("DATABASE_URL"), "superuser URL of the cluster's maintenance database")
 	flag.StringVar(&o.dbName, "db", "pgoutbox_bench_river", "database to (re)create for River")
-	flag.StringVar(&o.mode, "mode", "backlog", "backlog (P-1) or concurrent (P-2)")
+	flag.StringVar(&o.mode, "mode", "backlog", "backlog (P-1), concurrent (P-2) or insertmany (P-6)")
 	flag.IntVar(&o.n, "n", 5000, "jobs")
 	flag.IntVar(&o.payload, "payload", 400, "size in bytes of each job's encoded args")
 	flag.IntVar(&o.producers, "producers", 2, "concurrent producers (concurrent mode)")
@@ -107,8 +109,8 @@ func run(ctx context.Context, o options) (string, error) {
 	if o.server == "" {
 		return "", errors.New("-server (or DATABASE_URL) is required")
 	}
-	if o.mode != "backlog" && o.mode != "concurrent" {
-		return "", fmt.Errorf("unknown -mode %q (backlog or concurrent)", o.mode)
+	if o.mode != "backlog" && o.mode != "concurrent" && o.mode != "insertmany" {
+		return "", fmt.Errorf("unknown -mode %q (backlog, concurrent or insertmany)", o.mode)
 	}
 	dsn, err := freshDatabase(ctx, o.server, o.dbName)
 	if err != nil {
@@ -153,6 +155,10 @@ func run(ctx context.Context, o options) (string, error) {
 		Kinds:    []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled},
 	})
 	defer cancelSub()
+
+	if o.mode == "insertmany" {
+		return insertMany(ctx, dsn, client, o)
+	}
 
 	if o.mode == "backlog" {
 		const insertBatch = 5000 // as River's benchmark
@@ -277,6 +283,64 @@ func produce(ctx context.Context, pool *pgxpool.Pool, client *river.Client[pgx.T
 		inserted.Add(int64(len(params)))
 	}
 	return nil
+}
+
+// insertMany is -mode insertmany (SPEC §12a P-6): n jobs inserted with InsertManyTx in
+// transactions of o.txSize over o.producers connections (a pool of exactly that many), the
+// client never started; timed from the first transaction to the last commit.
+func insertMany(ctx context.Context, dsn string, client *river.Client[pgx.Tx], o options) (string, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return "", err
+	}
+	cfg.MaxConns, cfg.MinConns = int32(o.producers), int32(o.producers)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return "", err
+	}
+	defer pool.Close()
+	if err := pool.Ping(ctx); err != nil {
+		return "", err
+	}
+	var inserted atomic.Int64
+	var once sync.Once
+	var prodErr error
+	var wg sync.WaitGroup
+	per := (o.n + o.producers - 1) / o.producers
+	start := time.Now()
+	for p := 0; p < o.producers; p++ {
+		from, to := p*per, min(o.n, (p+1)*per)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := produce(ctx, pool, client, from, to, o.txSize, o.payload, &inserted); err != nil {
+				once.Do(func() { prodErr = err })
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if prodErr != nil {
+		return "", prodErr
+	}
+	var jobs int64
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM river_job").Scan(&jobs); err != nil {
+		return "", err
+	}
+	if jobs != int64(o.n) {
+		return "", fmt.Errorf("river_job holds %d jobs, want %d", jobs, o.n)
+	}
+	kv := []string{
+		"jobs_per_sec=" + strconv.FormatFloat(float64(o.n)/elapsed.Seconds(), 'f', 1, 64),
+		"jobs=" + strconv.Itoa(o.n),
+		"elapsed_s=" + strconv.FormatFloat(elapsed.Seconds(), 'f', 3, 64),
+		"payload_bytes=" + strconv.Itoa(o.payload),
+		"river_version=" + riverVersion(),
+		"producers=" + strconv.Itoa(o.producers),
+		"tx_size=" + strconv.Itoa(o.txSize),
+		"gomaxprocs=" + strconv.Itoa(runtime.GOMAXPROCS(0)),
+	}
+	return "RESULT river insertmany " + strings.Join(kv, " "), nil
 }
 
 func riverVersion() string {
