@@ -10,17 +10,23 @@
 --   'rejected' with sqlstate and detail: 22023 (item shape), OB001 (fencing; also a delivery
 --   named twice in one batch: the second is refused), OB002 (the ack rule, outbox._ack_problem).
 --   A rejected item changes nothing and never stops the others.
--- Set-based (HP-1, HP-2): the items are parsed once (outbox._batch_items: one jsonb per item,
---   typed fence columns); one statement locks the named deliveries (FOR UPDATE, in
---   destination/event order); ONE statement judges every item with one predicate joined on the
---   full delivery key: fencing, the frozen member, the event, and the receipt as a flat closed
---   document whose canonical text the statement rebuilds (an ordered string_agg of its members,
---   COLLATE "C": PostgreSQL's JSON string escaping is RFC 8785's) and compares with the text the
---   caller sent, its candidate hashed with the built-in sha256(), and the ack compared with the
---   canonical ActiveConsumerAck@1 text built from the delivery, the event and that receipt. The
---   full rule (outbox._fence_problem, outbox._ack_problem) runs only for the items this cheap
---   predicate rejects - to produce the SQLSTATE and detail, or to accept a correct ack that is
---   not in canonical form (a sound predicate: it accepts nothing the rule refuses). Then one
+-- Set-based (HP-1, HP-2): a batch in the layout internal/pgcall sends (exactly destination,
+--   eventId, attemptId, leaseToken, ack, receipt, receiptDigestCandidate?, compact) is parsed
+--   once by json_to_recordset - the array's text rebuilt from the parsed columns must equal the
+--   text received, and the ids must be canonical UUIDs (one array cast) - else the generic
+--   parser outbox._batch_items reads it and names each item's 22023 problem. One statement
+--   locks the named deliveries (FOR UPDATE, in destination/event order); ONE statement judges
+--   every item with one predicate joined on the full delivery key: fencing, the frozen member,
+--   the event, and the receipt as a flat closed document whose canonical text is rebuilt from
+--   what the kernel knows (a format() template per receipt kind, members in RFC 8785 order
+--   COLLATE "C", the kind's registered members through the inlined
+--   outbox._receipt_member_piece; PostgreSQL's JSON string escaping is RFC 8785's) and compared
+--   byte for byte with the text the consumer sent; its digest is the built-in sha256() of the
+--   rebuilt candidate; the ack is compared with the canonical ActiveConsumerAck@1 text built
+--   from the delivery, the event and that receipt. The full rule (outbox._ack_item_problem:
+--   duplicate in batch, outbox._fence_problem, outbox._ack_problem) runs only for the items this
+--   cheap predicate rejects - to produce the SQLSTATE and detail, or to accept a correct ack that
+--   is not in canonical form (a sound predicate: it accepts nothing the rule refuses). Then one
 --   statement sets the accepted deliveries acknowledged (by ctid of the locked rows) and
 --   inserts their success finishes, and outbox._publish_events publishes the batch's complete
 --   events in one statement (once per event even when several of its deliveries are here).
