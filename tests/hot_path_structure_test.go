@@ -237,6 +237,33 @@ func TestHotPathRetryCallsIndependentOfBatch(t *testing.T) {
 	hpCompare(t, "retry_deliveries", calls(small), calls(large))
 }
 
+// HP-1 (issue item 1: ack / retry / quarantine batches as statements): quarantine_deliveries
+// of a batch of 10 and of 100 makes the same calls (the fence rule and the ref sanitizer are
+// inlined SQL, the quarantine write runs once per batch).
+func TestHotPathQuarantineCallsIndependentOfBatch(t *testing.T) {
+	t.Parallel()
+	b := dxSetup(t)
+	hpBacklog(t, b.dsn, "quarantine", 110)
+	disp := hpSession(t, b.dsn, "outbox_dispatcher")
+	small, large := hpClaim(t, b.disp, 10), hpClaim(t, b.disp, 100)
+	calls := func(cs []pgcall.ClaimedDelivery) map[string]int64 {
+		ref := "consumer said no"
+		items := make([]pgcall.QuarantineItem, len(cs))
+		for i, c := range cs {
+			items[i] = pgcall.QuarantineItem{Fence: fenceOf(c), Reason: "consumer_rejected", ErrorCode: "consumer_rejected", ErrorRef: &ref}
+		}
+		return hpCount(t, disp, b.admin, func(tx pgx.Tx) error {
+			out, err := pgcall.QuarantineDeliveries(context.Background(), tx, items)
+			if err != nil {
+				return err
+			}
+			hpOutcomes(t, out, len(cs), "quarantined")
+			return nil
+		})
+	}
+	hpCompare(t, "quarantine_deliveries", calls(small), calls(large))
+}
+
 // HP-1: append_events (through the producer library: canonical texts and digests passed, the
 // D-2 hot path) of 10 and of 100 envelopes makes the same calls, COMMIT's deferred checks
 // included.
