@@ -11,10 +11,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/producer"
-	"github.com/oceanway/pgoutbox/receipt"
 	"github.com/oceanway/pgoutbox/internal/testdb"
 	"github.com/oceanway/pgoutbox/internal/testfix"
+	"github.com/oceanway/pgoutbox/producer"
+	"github.com/oceanway/pgoutbox/receipt"
 )
 
 // benchDest2Type is the metering pair (one mandatory member: benchDest).

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"sort"
 
-	"github.com/oceanway/pgoutbox/internal/release"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
+	"github.com/oceanway/pgoutbox/internal/release"
 )
 
 // The outbound destination of the reference handler: ordering per_aggregate (SPEC R-CL-7), so
