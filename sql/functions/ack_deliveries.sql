@@ -154,12 +154,7 @@ BEGIN
       FROM unnest(v_dest, v_event) AS u(dest, ev);
 
     -- 2. lock the named deliveries in a fixed order (concurrent batches cannot deadlock on them)
-    PERFORM 1
-       FROM outbox.outbox_deliveries AS d
-       JOIN (SELECT DISTINCT u.dest, u.ev FROM unnest(v_dest, v_event) AS u(dest, ev)) AS u
-         ON d.destination = u.dest AND d.event_id = u.ev
-      ORDER BY d.destination, d.event_id
-        FOR UPDATE OF d;
+    PERFORM outbox._lock_deliveries(v_dest, v_event);
 
     -- 3. judge every item in one statement (a fresh statement: it sees the committed state of
     --    the rows locked above). fast_ok is the cheap predicate; the full rule runs only where it
