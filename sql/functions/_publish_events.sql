@@ -21,18 +21,19 @@
 --   acknowledgement of the event it counted committed (or made itself), never the transaction's
 --   or the call's start (a concurrent ack that committed meanwhile may have a later finish time).
 --   p_now is unused for the stamp and kept for the callers.
--- Immutability: the publications trigger accepts an INSERT only while the transaction-local
---   setting pgoutbox.publishing is 'on' (set here around the INSERT) and only for events whose
---   mandatory deliveries are all acknowledged (an index lookup per new row);
+-- Immutability: the publications trigger accepts an INSERT only from this function's publishing
+--   statement (it reads the call stack, not a setting) and only for events whose mandatory
+--   deliveries are all acknowledged (an index lookup per new row);
 --   UPDATE/DELETE/TRUNCATE are OB202 for everyone.
 -- Caller: outbox.ack_deliveries (as outbox_owner); granted to nobody.
 CREATE FUNCTION outbox._publish_events(p_event_ids uuid[], p_now timestamptz)
 RETURNS uuid[]
 LANGUAGE plpgsql
 VOLATILE
--- search_path: not SET here on purpose - a SET clause costs a GUC save/restore on every call;
--- this private helper runs only inside the pinned search_path of its SECURITY DEFINER callers and
--- schema-qualifies everything.
+-- search_path pinned (one GUC save/restore per batch): the function is then always compiled
+-- under it, so PostgreSQL names it outbox._publish_events(...) in the call stack the
+-- publications trigger checks.
+SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     v_bad      text;
@@ -89,11 +90,8 @@ BEGIN
         RETURN '{}'::uuid[];
     END IF;
 
-    PERFORM pg_catalog.set_config('pgoutbox.publishing', 'on', true);
-    INSERT INTO outbox.outbox_publications (event_id, published_at)
-    SELECT u.event_id, pg_catalog.clock_timestamp() FROM pg_catalog.unnest(v_complete) AS u(event_id)
-    ON CONFLICT (event_id) DO NOTHING;
-    PERFORM pg_catalog.set_config('pgoutbox.publishing', '', true);
+    -- the publications trigger accepts exactly this statement text from this function: keep it on one line, unchanged
+    INSERT INTO outbox.outbox_publications (event_id, published_at) SELECT u.event_id, pg_catalog.clock_timestamp() FROM pg_catalog.unnest(v_complete) AS u(event_id) ON CONFLICT (event_id) DO NOTHING;
     RETURN v_complete;
 END
 $fn$;

@@ -3,9 +3,9 @@
 -- owner included, may insert a publication outside that function or for an event with a
 -- mandatory delivery that is not acknowledged, nor update, delete or truncate one: OB202.
 -- INSERT: a statement-level check over the new rows (one query per publishing statement):
---   the transaction-local setting pgoutbox.publishing must be 'on' (set by the function around
---   its INSERT) AND every new row's event must have all mandatory deliveries acknowledged, so
---   even a forged setting cannot publish an incomplete event. The check is an index lookup per
+--   the statement must be the publishing statement of outbox._publish_events, read from the call
+--   stack (no session setting is trusted) AND every new row's event must have all mandatory
+--   deliveries acknowledged. The check is an index lookup per
 --   new row (outbox_deliveries_by_event, a LATERAL aggregate that cannot become a hash join over
 --   the deliveries), planned for every statement (force_custom_plan: the transition table's
 --   size is known then), never a scan of outbox_deliveries (HP-4).
