@@ -1,5 +1,5 @@
-// Package vectors locates the shared RFC 8785 golden vectors (../shared/vectors beside the
-// repository, SPEC T-6) for the tests of both canonicalizers.
+// Package vectors locates the RFC 8785 golden vectors vendored in internal/vectors/testdata
+// (origins and licences in its README.md) for the tests of both canonicalizers (T-6).
 package vectors
 
 import (
@@ -9,8 +9,7 @@ import (
 	"testing"
 )
 
-// Dir returns ../shared/vectors relative to the repository root (the directory holding go.mod).
-// A test is skipped only when that folder is absent.
+// Dir returns the vendored vectors folder. It never skips: a missing folder fails the test.
 func Dir(t testing.TB) string {
 	t.Helper()
 	_, file, _, ok := runtime.Caller(0)
@@ -28,9 +27,9 @@ func Dir(t testing.TB) string {
 		}
 		dir = parent
 	}
-	v := filepath.Join(dir, "..", "shared", "vectors")
-	if _, err := os.Stat(v); os.IsNotExist(err) {
-		t.Skipf("golden vectors folder %s absent", v)
+	v := filepath.Join(dir, "internal", "vectors", "testdata")
+	if _, err := os.Stat(filepath.Join(v, "rfc8785", "input")); err != nil {
+		t.Fatalf("golden vectors missing: %v", err)
 	}
 	return v
 }
