@@ -10,7 +10,7 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/producer"
 	"github.com/oceanway/pgoutbox/receipt"
 )

@@ -26,8 +26,8 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/mailbox"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/internal/release"
-	"github.com/oceanway/pgoutbox/internal/testdb"
 )
 
 type benchBoxMigrator struct{}

@@ -17,7 +17,7 @@ package bench
 //
 // The plans of run 2's last claim and ack (auto_explain with log_analyze, nested statements,
 // sent to this client as LOG notices) are appended to the file named by PLAN_OUT (make bench:
-// bench-plans.out), which cmd/benchreport -plans copies into docs/performance.md.
+// bench-plans.out), which tools/benchreport -plans copies into docs/performance.md.
 
 import (
 	"context"
@@ -33,8 +33,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testdb"
-	"github.com/oceanway/pgoutbox/internal/testfix"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 	"github.com/oceanway/pgoutbox/producer"
 	"github.com/oceanway/pgoutbox/receipt"
 )

@@ -25,6 +25,11 @@
 //     cheap text checks and never canonicalizes on this path; the receipt is closed (R-AK-1a:
 //     Apply may return only the members registered for the kind, receipt.Members).
 //
+// With Config.Mutate instead of Apply, step 2 is one round trip: inbox.accept_delivery (the
+// existing-receipt read, observe_revision if Ordered, record_receipt), the handler's queued
+// statements and inbox.confirm_delivery, pipelined in one implicit transaction; outcomes as above
+// (a gap is then recorded in a transaction of its own).
+//
 // OB301 (same event id, different envelope digest) is the non-retryable receipt_conflict;
 // transient database failures are the retryable database_unavailable.
 package consumer
@@ -103,9 +108,40 @@ type ReceiptFields = receipt.Fields
 // consumer_unavailable (database_unavailable when it comes from PostgreSQL).
 type ApplyFunc func(ctx context.Context, tx pgx.Tx, ev Event) (ReceiptFields, error)
 
+// MutateFunc is the user's domain mutation as statements, for the one-round-trip path
+// (Config.Mutate): it queues the statements on q — it cannot read — and returns the receipt
+// fields. The kit sends inbox.accept_delivery, these statements and inbox.confirm_delivery as
+// one pipelined chain in one transaction (R-CO-2); when accept_delivery finds the event already
+// received (or, ordered, a revision gap or an already applied revision), confirm_delivery rolls
+// the chain back, statements included. Statements therefore run, and are rolled back, on a
+// redelivery: keep them free of effects outside the transaction (a sequence still advances).
+// Use the same SQL texts every time (pgx prepares a new text once per connection, one extra
+// round trip). A returned *Error classifies the failure; nothing is sent then.
+type MutateFunc func(ev Event, q *Queue) (ReceiptFields, error)
+
+// Queue collects a MutateFunc's statements.
+type Queue struct{ stmts []queuedStmt }
+
+type queuedStmt struct {
+	sql  string
+	args []any
+}
+
+// Exec queues one statement (its rows, if any, are discarded).
+func (q *Queue) Exec(sql string, args ...any) { q.stmts = append(q.stmts, queuedStmt{sql, args}) }
+
+// Len is the number of queued statements.
+func (q *Queue) Len() int { return len(q.stmts) }
+
 // TxBeginner is what the kit needs from a pool (*pgxpool.Pool satisfies it).
 type TxBeginner interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
+// Batcher sends a pipelined batch (*pgxpool.Pool satisfies it); Config.Mutate needs a Pool that
+// is one.
+type Batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // Config configures one consumer.
@@ -120,12 +156,27 @@ type Config struct {
 	// the operations_projection kind.
 	ProjectionName    string
 	ProjectionVersion int
+	// BuildToken is set only on a kit that writes a shadow projection version during its rebuild
+	// (ProjectionVersion is then the shadow's; Consumer.Rebuild): the live token of
+	// outbox.start_shadow_build, passed to every inbox call (SPEC R-PV-1). Empty otherwise.
+	BuildToken string
+	// DualApply keeps a second version of the same projection current beside ProjectionVersion
+	// during a cutover (SPEC R-PV-2 (b), R-PV-3): every delivery is applied, in ONE inbox
+	// transaction, to the version its frozen member targets (whose receipt acknowledges it) and to
+	// this one (its own receipt). Deliveries targeting either version are accepted. Before the
+	// switch: the shadow with its live build token; after it, the former version (frozen, no
+	// token) through the rollback window. Apply path only (not Mutate).
+	DualApply *DualTarget
 	// SupportedEvents is the exact set of pairs this consumer applies (R-CO-4).
 	SupportedEvents []EventKey
 	// Ordered: use inbox.observe_revision per aggregate (R-CO-3). Every revision of an
 	// aggregate must then reach this consumer, or it waits for the missing one forever.
 	Ordered bool
-	Apply   ApplyFunc
+	// Apply or Mutate (exactly one): Apply runs inside a transaction the kit opened and may read
+	// (several round trips per delivery); Mutate only queues statements, and a delivery is then
+	// one database round trip on the success path and on a redelivery (MutateFunc).
+	Apply  ApplyFunc
+	Mutate MutateFunc
 	// Role, when set, is SET LOCAL inside every transaction (a superuser or shared pool acting
 	// as the consumer's role). Leave empty when the pool's login role is the consumer's.
 	Role string
@@ -148,10 +199,20 @@ type Config struct {
 	// default; only for a migration window with an old dispatcher.
 	AcceptBodyOnlySignature bool
 	// MaxUnauthenticatedReads bounds the HTTP request bodies read at the same time before their
-	// sender is authenticated (HMAC: the signature covers the body); further requests wait for a
-	// slot (holding a connection, not a buffer). Default 4; bytes buffered before
-	// authentication are at most MaxUnauthenticatedReads x MaxBodyBytes.
+	// sender is authenticated — only requests with the obsolete body-only signature
+	// (AcceptBodyOnlySignature): a v1 signature and a bearer token are checked from the headers
+	// before the body is read. Further such requests wait for a slot (holding a connection, not
+	// a buffer), the most recent first. Default 4; bytes buffered before authentication are at
+	// most MaxUnauthenticatedReads x MaxBodyBytes.
 	MaxUnauthenticatedReads int
+	// UnauthenticatedReadGrace and MinUnauthenticatedBodyRate bound one unauthenticated read:
+	// it must be complete by grace + bytes received / rate after its slot was granted (defaults
+	// 2 s and 65536 bytes/s), else it is cut (408, nothing applied).
+	UnauthenticatedReadGrace   time.Duration
+	MinUnauthenticatedBodyRate int64
+	// UnauthenticatedStall: while a request waits for a slot, a slot holder that has received no
+	// byte for this long loses its slot at once (408). Default 250 ms.
+	UnauthenticatedStall time.Duration
 	// MaxConcurrent bounds deliveries in progress (0: unbounded); beyond it the answer is the
 	// retryable capacity_protection (HTTP 429).
 	MaxConcurrent int
@@ -162,6 +223,14 @@ type Config struct {
 	Now func() time.Time
 }
 
+// DualTarget is the second projection version of Config.DualApply: its version, the Apply that
+// writes its tables, and the build token while it is a shadow ("" for an active or frozen one).
+type DualTarget struct {
+	ProjectionVersion int
+	Apply             ApplyFunc
+	BuildToken        string
+}
+
 // Consumer is a configured consumer kit instance; safe for concurrent use.
 type Consumer struct {
 	cfg       Config
@@ -169,11 +238,12 @@ type Consumer struct {
 	supported map[EventKey]bool
 	types     map[string]bool
 	sem       chan struct{}
+	batcher   Batcher
 	log       *slog.Logger
 	// HTTP: read slots for unauthenticated bodies, seen signatures, counters.
-	unauthSem chan struct{}
-	replay    replayCache
-	stats     httpCounters
+	slots  *slotPool
+	replay replayCache
+	stats  httpCounters
 }
 
 // New validates cfg and returns a Consumer.
@@ -182,10 +252,15 @@ func New(cfg Config) (*Consumer, error) {
 	switch {
 	case cfg.Pool == nil:
 		return nil, errors.New("consumer: Pool is required")
-	case cfg.Apply == nil:
-		return nil, errors.New("consumer: Apply is required")
+	case (cfg.Apply == nil) == (cfg.Mutate == nil):
+		return nil, errors.New("consumer: exactly one of Apply and Mutate is required")
 	case cfg.Destination == "" || cfg.ConsumerName == "":
 		return nil, errors.New("consumer: Destination and ConsumerName are required")
+	case cfg.BuildToken != "" && (cfg.Mutate != nil || cfg.ProjectionName == ""):
+		return nil, errors.New("consumer: a BuildToken kit writes a shadow projection version through Apply")
+	case cfg.DualApply != nil && (cfg.Mutate != nil || cfg.ProjectionName == "" || cfg.DualApply.Apply == nil ||
+		cfg.DualApply.ProjectionVersion < 1 || cfg.DualApply.ProjectionVersion == cfg.ProjectionVersion):
+		return nil, errors.New("consumer: DualApply needs Apply, a projection and another version with its own Apply")
 	case !ok || cfg.ReceiptKind == receipt.BrokerPublication:
 		return nil, fmt.Errorf("consumer: unsupported receipt kind %q", cfg.ReceiptKind)
 	case (cfg.ProjectionName == "") != (cfg.ProjectionVersion == 0) || cfg.ProjectionVersion < 0:
@@ -202,8 +277,17 @@ func New(cfg Config) (*Consumer, error) {
 		return nil, errors.New("consumer: SignatureWindow must be 0 (default 5 minutes) or at least 1 second")
 	case cfg.MaxBodyBytes < 0:
 		return nil, errors.New("consumer: MaxBodyBytes must be >= 0")
+	case cfg.UnauthenticatedReadGrace < 0 || cfg.MinUnauthenticatedBodyRate < 0 || cfg.UnauthenticatedStall < 0:
+		return nil, errors.New("consumer: UnauthenticatedReadGrace, MinUnauthenticatedBodyRate and UnauthenticatedStall must be >= 0 (0: default)")
 	}
 	c := &Consumer{cfg: cfg, info: info, supported: map[EventKey]bool{}, types: map[string]bool{}}
+	if cfg.Mutate != nil {
+		b, ok := cfg.Pool.(Batcher)
+		if !ok {
+			return nil, errors.New("consumer: Mutate needs a Pool with SendBatch (a *pgxpool.Pool)")
+		}
+		c.batcher = b
+	}
 	for _, k := range cfg.SupportedEvents {
 		if k.EventType == "" || k.SchemaVersion == "" {
 			return nil, fmt.Errorf("consumer: incomplete supported event %v", k)
@@ -220,7 +304,16 @@ func New(cfg Config) (*Consumer, error) {
 	if c.cfg.MaxUnauthenticatedReads == 0 {
 		c.cfg.MaxUnauthenticatedReads = 4
 	}
-	c.unauthSem = make(chan struct{}, c.cfg.MaxUnauthenticatedReads)
+	if c.cfg.UnauthenticatedReadGrace == 0 {
+		c.cfg.UnauthenticatedReadGrace = 2 * time.Second
+	}
+	if c.cfg.MinUnauthenticatedBodyRate == 0 {
+		c.cfg.MinUnauthenticatedBodyRate = 64 << 10
+	}
+	if c.cfg.UnauthenticatedStall == 0 {
+		c.cfg.UnauthenticatedStall = 250 * time.Millisecond
+	}
+	c.slots = newSlotPool(c.cfg.MaxUnauthenticatedReads, c.cfg.UnauthenticatedStall)
 	if c.cfg.SignatureWindow == 0 {
 		c.cfg.SignatureWindow = 5 * time.Minute
 	}

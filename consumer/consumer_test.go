@@ -101,8 +101,9 @@ func TestCheckBeforeDatabase(t *testing.T) {
 func TestHTTPAuthentication(t *testing.T) {
 	cfg := testConfig(t)
 	c, _ := New(cfg)
-	d := testDelivery(t, testEnv())
-	d.EnvelopeSHA256 = "00" + d.EnvelopeSHA256[2:] // refused before the DB if authenticated
+	env := testEnv()
+	env["eventType"] = "run.created@2.0" // refused before the DB if authenticated
+	d := testDelivery(t, env)
 	hdr := http.Header{}
 	wire.SetHeaders(hdr, d)
 	sign := func(secret []byte) string { return wire.SignRequest(secret, time.Now().Unix(), hdr, d.Envelope) }
@@ -127,11 +128,17 @@ func TestHTTPAuthentication(t *testing.T) {
 	if s := post(c, sign([]byte("wrong")), ""); s != http.StatusUnauthorized {
 		t.Errorf("wrong signature: %d", s)
 	}
-	if s := post(c, Sign(cfg.HMACSecret, d.Envelope), ""); s != http.StatusUnauthorized {
+	if s := post(c, wire.Sign(cfg.HMACSecret, d.Envelope), ""); s != http.StatusUnauthorized {
 		t.Errorf("body-only signature without AcceptBodyOnlySignature: %d, want 401", s)
 	}
 	if s := post(c, sign(cfg.HMACSecret), ""); s != http.StatusUnprocessableEntity {
-		t.Errorf("good signature: %d, want 422 digest_conflict", s)
+		t.Errorf("good signature: %d, want 422 unknown_event_type", s)
+	}
+	// A signature over another body digest than the one the request claims (the dispatcher's
+	// body is always the canonical envelope of Pgoutbox-Event-Envelope-Sha256): it is checked
+	// against the claimed digest before the body is read, so it never verifies (issue 26).
+	if s := post(c, wire.SignRequest(cfg.HMACSecret, time.Now().Unix(), hdr, []byte(`{"other":"body"}`)), ""); s != http.StatusUnauthorized {
+		t.Errorf("signature over another body: %d, want 401", s)
 	}
 	cfg.HMACSecret = nil
 	open, _ := New(cfg)

@@ -36,6 +36,9 @@ func (c *Consumer) Deliver(ctx context.Context, d wire.Delivery) (wire.Result, e
 	if !ok {
 		return c.answer(d, res), nil
 	}
+	if c.cfg.Mutate != nil {
+		return c.answer(d, c.handleOneTrip(ctx, ev)), nil
+	}
 	return c.answer(d, c.handle(ctx, ev)), nil
 }
 
@@ -89,7 +92,8 @@ func (c *Consumer) check(d wire.Delivery) (Event, wire.Result, bool) {
 		return Event{}, nonRetryable(CodeUnsupportedSchema, "receipt_contract"), false
 	}
 	if d.RequiredProjectionName != "" &&
-		(d.RequiredProjectionName != c.cfg.ProjectionName || d.RequiredProjectionVersion != c.cfg.ProjectionVersion) {
+		(d.RequiredProjectionName != c.cfg.ProjectionName || (d.RequiredProjectionVersion != c.cfg.ProjectionVersion &&
+			(c.cfg.DualApply == nil || d.RequiredProjectionVersion != c.cfg.DualApply.ProjectionVersion))) {
 		return Event{}, nonRetryable(CodeUnsupportedSchema, "projection_target"), false
 	}
 	if d.EnvelopeDigestAlgorithmVersion != "" && d.EnvelopeDigestAlgorithmVersion != canon.Algorithm {
@@ -193,20 +197,44 @@ func (c *Consumer) begin(ctx context.Context) (pgx.Tx, error) {
 	return tx, nil
 }
 
-func (c *Consumer) readParams(ev Event) pgcall.ReadReceiptParams {
+func (c *Consumer) readParamsV(ev Event, version int) pgcall.ReadReceiptParams {
 	return pgcall.ReadReceiptParams{ConsumerName: c.cfg.ConsumerName, ProjectionName: c.cfg.ProjectionName,
-		ProjectionVersion: c.cfg.ProjectionVersion, EventID: ev.EventID, EnvelopeSHA256: ev.EnvelopeSHA256}
+		ProjectionVersion: version, EventID: ev.EventID, EnvelopeSHA256: ev.EnvelopeSHA256}
+}
+
+// target is one projection version a delivery is applied to: its version, its Apply and the
+// build token a shadow version needs ("" otherwise).
+type target struct {
+	version int
+	apply   ApplyFunc
+	token   string
+}
+
+// targets are the version the delivery's receipt acknowledges (the one its frozen member names)
+// and, with Config.DualApply, the other version kept current in the same transaction.
+func (c *Consumer) targets(ev Event) (target, *target) {
+	own := target{version: c.cfg.ProjectionVersion, apply: c.cfg.Apply, token: c.cfg.BuildToken}
+	d := c.cfg.DualApply
+	if d == nil {
+		return own, nil
+	}
+	other := target{version: d.ProjectionVersion, apply: d.Apply, token: d.BuildToken}
+	if ev.Delivery.RequiredProjectionVersion == d.ProjectionVersion {
+		return other, &own
+	}
+	return own, &other
 }
 
 // handle is step 2 of the package doc: one transaction.
 func (c *Consumer) handle(ctx context.Context, ev Event) wire.Result {
+	p, dual := c.targets(ev)
 	tx, err := c.begin(ctx)
 	if err != nil {
 		return c.dbFailure(ctx, "begin", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // no-op after Commit
 
-	doc, err := pgcall.ReadReceipt(ctx, tx, c.readParams(ev))
+	doc, err := pgcall.ReadReceipt(ctx, tx, c.readParamsV(ev, p.version))
 	if err != nil {
 		return c.dbFailure(ctx, "read receipt", err)
 	}
@@ -217,8 +245,8 @@ func (c *Consumer) handle(ctx context.Context, ev Event) wire.Result {
 	if c.cfg.Ordered {
 		outcome, err := pgcall.ObserveRevision(ctx, tx, pgcall.ObserveRevisionParams{
 			ConsumerName: c.cfg.ConsumerName, ProjectionName: c.cfg.ProjectionName,
-			ProjectionVersion: c.cfg.ProjectionVersion, AggregateID: ev.AggregateID,
-			AggregateRevision: ev.AggregateRevision})
+			ProjectionVersion: p.version, AggregateID: ev.AggregateID,
+			AggregateRevision: ev.AggregateRevision, BuildToken: p.token})
 		if err != nil {
 			return c.dbFailure(ctx, "observe revision", err)
 		}
@@ -231,7 +259,7 @@ func (c *Consumer) handle(ctx context.Context, ev Event) wire.Result {
 			return retryable(CodeAwaitingRevision, "revision_gap")
 		case pgcall.RevisionDuplicate:
 			// A concurrent delivery of the same event may have committed meanwhile.
-			doc, err := pgcall.ReadReceipt(ctx, tx, c.readParams(ev))
+			doc, err := pgcall.ReadReceipt(ctx, tx, c.readParamsV(ev, p.version))
 			if err != nil {
 				return c.dbFailure(ctx, "read receipt", err)
 			}
@@ -246,19 +274,17 @@ func (c *Consumer) handle(ctx context.Context, ev Event) wire.Result {
 		}
 	}
 
-	fields, err := c.cfg.Apply(ctx, tx, ev)
+	if dual != nil { // R-PV-2 (b): the other version, same transaction, its own receipt
+		if r, ok := c.applyDual(ctx, tx, ev, *dual); !ok {
+			return r
+		}
+	}
+	fields, err := p.apply(ctx, tx, ev)
 	if err != nil {
 		return c.applyFailure(ctx, err)
 	}
-	built, err := receipt.Build(c.cfg.ReceiptKind, receipt.Params{
-		Destination: c.cfg.Destination, ConsumerName: c.cfg.ConsumerName, EventID: ev.EventID,
-		EventEnvelopeSHA256: ev.EnvelopeSHA256, ProjectionName: c.cfg.ProjectionName,
-		ProjectionVersion: c.cfg.ProjectionVersion, EventType: c.eventTypeField(ev),
-		EventSchemaVersion: c.eventSchemaField(ev), Time: c.cfg.Now(), Fields: fields})
+	built, err := c.buildReceipt(ev, fields, p.version)
 	if err != nil {
-		// A defect of Apply's fields, fixable by a deploy: retried (and quarantined as
-		// retry_exhausted if it persists), never acknowledged.
-		c.log.Error("receipt fields rejected", "event_id", ev.EventID, "err", err)
 		return retryable(CodeConsumerUnavailable, "receipt_fields")
 	}
 	// D-2 hot path: the canonical envelope bytes, the canonical receipt and the canonical text of
@@ -266,15 +292,15 @@ func (c *Consumer) handle(ctx context.Context, ev Event) wire.Result {
 	// canonicalizing in PL/pgSQL; same transaction as Apply (R-CO-2).
 	rec, err := pgcall.RecordReceipt(ctx, tx, pgcall.RecordReceiptParams{
 		ConsumerName: c.cfg.ConsumerName, ProjectionName: c.cfg.ProjectionName,
-		ProjectionVersion: c.cfg.ProjectionVersion, EventEnvelope: ev.Canonical, Receipt: built.Receipt,
-		DigestCandidate: built.Candidate})
+		ProjectionVersion: p.version, EventEnvelope: ev.Canonical, Receipt: built.Receipt,
+		DigestCandidate: built.Candidate, BuildToken: p.token})
 	if err != nil {
 		return c.dbFailure(ctx, "record receipt", err)
 	}
 	if rec.Outcome == pgcall.ReceiptExisting {
 		// A concurrent delivery won: discard this transaction's mutation, answer with its receipt.
 		_ = tx.Rollback(ctx)
-		return c.readExisting(ctx, ev)
+		return c.readExisting(ctx, ev, p.version)
 	}
 	if rec.Ref != built.Ref || rec.Digest != built.Digest {
 		c.log.Error("receipt digest differs between the kit and the database", "event_id", ev.EventID)
@@ -284,6 +310,159 @@ func (c *Consumer) handle(ctx context.Context, ev Event) wire.Result {
 		return c.dbFailure(ctx, "commit", err)
 	}
 	return wire.Result{Status: wire.Acknowledged, Ack: built.Ack, Receipt: built.Receipt}
+}
+
+// applyDual applies ev to the dual version inside tx, before the delivery's own version:
+// nothing when that version holds a receipt of the event already (or its revision was applied);
+// a revision gap there is kept out of the transaction's outcome (logged; the cutover's readiness
+// proof counts the missing receipt, so a switch cannot hide it); any other failure fails the
+// whole delivery (retried), so the two versions never diverge silently.
+func (c *Consumer) applyDual(ctx context.Context, tx pgx.Tx, ev Event, t target) (wire.Result, bool) {
+	doc, err := pgcall.ReadReceipt(ctx, tx, c.readParamsV(ev, t.version))
+	if err != nil {
+		return c.dbFailure(ctx, "read dual receipt", err), false
+	}
+	if doc != nil {
+		return wire.Result{}, true
+	}
+	if c.cfg.Ordered {
+		outcome, err := pgcall.ObserveRevision(ctx, tx, pgcall.ObserveRevisionParams{
+			ConsumerName: c.cfg.ConsumerName, ProjectionName: c.cfg.ProjectionName,
+			ProjectionVersion: t.version, AggregateID: ev.AggregateID,
+			AggregateRevision: ev.AggregateRevision, BuildToken: t.token})
+		if err != nil {
+			return c.dbFailure(ctx, "observe dual revision", err), false
+		}
+		if outcome != pgcall.RevisionApply {
+			c.log.Warn("dual apply skipped", "event_id", ev.EventID, "projection_version", t.version, "revision", outcome)
+			return wire.Result{}, true
+		}
+	}
+	fields, err := t.apply(ctx, tx, ev)
+	if err != nil {
+		return c.applyFailure(ctx, err), false
+	}
+	built, err := c.buildReceipt(ev, fields, t.version)
+	if err != nil {
+		return retryable(CodeConsumerUnavailable, "receipt_fields"), false
+	}
+	rec, err := pgcall.RecordReceipt(ctx, tx, pgcall.RecordReceiptParams{
+		ConsumerName: c.cfg.ConsumerName, ProjectionName: c.cfg.ProjectionName,
+		ProjectionVersion: t.version, EventEnvelope: ev.Canonical, Receipt: built.Receipt,
+		DigestCandidate: built.Candidate, BuildToken: t.token})
+	if err != nil {
+		return c.dbFailure(ctx, "record dual receipt", err), false
+	}
+	if rec.Outcome == pgcall.ReceiptExisting { // a concurrent delivery applied it: retry this one
+		return retryable(CodeConsumerUnavailable, "dual_receipt_race"), false
+	}
+	return wire.Result{}, true
+}
+
+// handleOneTrip is step 2 for a Mutate consumer: one pipelined chain in one implicit
+// transaction (R-CO-2) — [set_config('role') when Role is set,] inbox.accept_delivery (existing
+// receipt read, revision check, receipt insert-or-compare), the user's statements,
+// inbox.confirm_delivery — sent with one Sync: one round trip (pgx prepares a statement it has
+// not seen on that connection first, once). A failure anywhere rolls the whole chain back.
+func (c *Consumer) handleOneTrip(ctx context.Context, ev Event) wire.Result {
+	var q Queue
+	fields, err := c.cfg.Mutate(ev, &q)
+	if err != nil {
+		return c.applyFailure(ctx, err)
+	}
+	built, err := c.buildReceipt(ev, fields, c.cfg.ProjectionVersion)
+	if err != nil {
+		return retryable(CodeConsumerUnavailable, "receipt_fields")
+	}
+	ap := pgcall.AcceptDeliveryParams{ConsumerName: c.cfg.ConsumerName, ProjectionName: c.cfg.ProjectionName,
+		ProjectionVersion: c.cfg.ProjectionVersion, EventID: ev.EventID, EnvelopeSHA256: ev.EnvelopeSHA256,
+		EventEnvelope: ev.Canonical, Receipt: built.Receipt, DigestCandidate: built.Candidate}
+	if c.cfg.Ordered {
+		ap.AggregateID, ap.AggregateRevision = ev.AggregateID, ev.AggregateRevision
+	}
+	b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, q.Len()+3)}
+	if c.cfg.Role != "" {
+		// Transaction-local like SET LOCAL ROLE; set_config because the chain is an implicit
+		// transaction (no BEGIN: an error then leaves the connection idle, not aborted).
+		b.Queue(`SELECT pg_catalog.set_config('role', $1::text, true)`, c.cfg.Role)
+	}
+	var acc pgcall.AcceptDeliveryResult
+	pgcall.QueueAcceptDelivery(b, ap, &acc)
+	for _, s := range q.stmts {
+		b.Queue(s.sql, s.args...)
+	}
+	pgcall.QueueConfirmDelivery(b, pgcall.ConfirmDeliveryParams{ConsumerName: c.cfg.ConsumerName,
+		ProjectionName: c.cfg.ProjectionName, ProjectionVersion: c.cfg.ProjectionVersion, EventID: ev.EventID})
+	err = c.batcher.SendBatch(ctx, b).Close()
+	switch acc.Outcome {
+	case pgcall.ReceiptNew:
+		if err != nil {
+			// A statement of the user's (or the commit) failed: nothing is kept.
+			return c.applyFailure(ctx, err)
+		}
+		if acc.Ref != built.Ref || acc.Digest != built.Digest {
+			c.log.Error("receipt digest differs between the kit and the database", "event_id", ev.EventID)
+			return retryable(CodeConsumerUnavailable, "receipt_digest_drift")
+		}
+		return wire.Result{Status: wire.Acknowledged, Ack: built.Ack, Receipt: built.Receipt}
+	case pgcall.ReceiptExisting:
+		if acc.Document == nil {
+			return retryable(CodeDatabaseUnavailable, "receipt_not_visible")
+		}
+		return c.acknowledged(acc.Document) // R-CO-1: redelivery → the first receipt, nothing applied
+	case pgcall.AcceptGap:
+		return c.recordGap(ctx, ev)
+	case pgcall.AcceptDuplicateRevision:
+		return nonRetryable(CodeConsumerRejected, "revision_already_applied")
+	case "":
+		if err == nil {
+			return retryable(CodeConsumerUnavailable, "accept_delivery_outcome")
+		}
+		return c.dbFailure(ctx, "accept delivery", err)
+	default:
+		return retryable(CodeConsumerUnavailable, "accept_delivery_outcome")
+	}
+}
+
+// recordGap keeps the gap record of R-CO-3 after the one-round-trip chain rolled back: a
+// transaction of its own with observe_revision, committed only if it still says 'gap' (if the
+// missing revision arrived meanwhile nothing is kept and the next attempt applies). Either way
+// the answer is retryable awaiting_revision, no receipt.
+func (c *Consumer) recordGap(ctx context.Context, ev Event) wire.Result {
+	tx, err := c.begin(ctx)
+	if err != nil {
+		return c.dbFailure(ctx, "begin", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	outcome, err := pgcall.ObserveRevision(ctx, tx, pgcall.ObserveRevisionParams{
+		ConsumerName: c.cfg.ConsumerName, ProjectionName: c.cfg.ProjectionName,
+		ProjectionVersion: c.cfg.ProjectionVersion, AggregateID: ev.AggregateID,
+		AggregateRevision: ev.AggregateRevision, BuildToken: c.cfg.BuildToken})
+	if err != nil {
+		return c.dbFailure(ctx, "observe revision", err)
+	}
+	if outcome == pgcall.RevisionGap {
+		if err := tx.Commit(ctx); err != nil {
+			return c.dbFailure(ctx, "commit gap", err)
+		}
+	}
+	return retryable(CodeAwaitingRevision, "revision_gap")
+}
+
+// buildReceipt builds the kit's receipt of ev for the given projection version (the delivery's
+// own, or the dual one); the error is logged here.
+func (c *Consumer) buildReceipt(ev Event, fields ReceiptFields, version int) (receipt.Document, error) {
+	built, err := receipt.Build(c.cfg.ReceiptKind, receipt.Params{
+		Destination: c.cfg.Destination, ConsumerName: c.cfg.ConsumerName, EventID: ev.EventID,
+		EventEnvelopeSHA256: ev.EnvelopeSHA256, ProjectionName: c.cfg.ProjectionName,
+		ProjectionVersion: version, EventType: c.eventTypeField(ev),
+		EventSchemaVersion: c.eventSchemaField(ev), Time: c.cfg.Now(), Fields: fields})
+	if err != nil {
+		// A defect of the handler's fields, fixable by a deploy: retried (and quarantined as
+		// retry_exhausted if it persists), never acknowledged.
+		c.log.Error("receipt fields rejected", "event_id", ev.EventID, "err", err)
+	}
+	return built, err
 }
 
 // The operations receipt carries the event type/schema (R-AK-1a); other kinds do not.
@@ -301,13 +480,13 @@ func (c *Consumer) eventSchemaField(ev Event) string {
 	return ""
 }
 
-func (c *Consumer) readExisting(ctx context.Context, ev Event) wire.Result {
+func (c *Consumer) readExisting(ctx context.Context, ev Event, version int) wire.Result {
 	tx, err := c.begin(ctx)
 	if err != nil {
 		return c.dbFailure(ctx, "begin", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	doc, err := pgcall.ReadReceipt(ctx, tx, c.readParams(ev))
+	doc, err := pgcall.ReadReceipt(ctx, tx, c.readParamsV(ev, version))
 	if err != nil {
 		return c.dbFailure(ctx, "read receipt", err)
 	}

@@ -34,8 +34,8 @@ func serve(h http.Handler, req *http.Request) (int, wire.HTTPErrorBody) {
 // body digest; the kit accepts a fresh one once, refuses the same request replayed within the
 // window, refuses a stale or future timestamp outside the window, refuses a signature moved to
 // another attempt or destination, and accepts the obsolete body-only form only when configured.
-// "Accepted" shows as 422 digest_conflict: authentication passed and the kit's own checks ran
-// (the delivery's digest header is deliberately wrong, so no database is needed).
+// "Accepted" shows as 422 unknown_event_type: authentication passed and the kit's own checks ran
+// (the event type is deliberately one the consumer does not know, so no database is needed).
 func TestHTTPSignatureFreshReplayedStale(t *testing.T) {
 	now := time.Unix(1764600000, 0)
 	cfg := testConfig(t)
@@ -45,14 +45,15 @@ func TestHTTPSignatureFreshReplayedStale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := testDelivery(t, testEnv())
+	env := testEnv()
+	env["eventType"] = "run.created@2.0"
+	d := testDelivery(t, env)
 	d.AttemptID, d.AttemptNumber = "5d7c0e0a-1111-4c1e-9a55-6f0e2f1d9a01", 1
-	d.EnvelopeSHA256 = "00" + d.EnvelopeSHA256[2:]
 
 	fresh := signedRequest(d, cfg.HMACSecret, now.Unix()-10)
 	replay := signedRequest(d, cfg.HMACSecret, now.Unix()-10) // byte-identical capture of fresh
-	if s, e := serve(c, fresh); s != http.StatusUnprocessableEntity || e.Code != CodeDigestConflict {
-		t.Fatalf("fresh: %d %+v, want 422 digest_conflict (authenticated)", s, e)
+	if s, e := serve(c, fresh); s != http.StatusUnprocessableEntity || e.Code != CodeUnknownEventType {
+		t.Fatalf("fresh: %d %+v, want 422 unknown_event_type (authenticated)", s, e)
 	}
 	if s, e := serve(c, replay); s != http.StatusUnauthorized || e.Ref != "replayed_signature" {
 		t.Fatalf("replayed: %d %+v, want 401 replayed_signature", s, e)
@@ -91,7 +92,7 @@ func TestHTTPSignatureFreshReplayedStale(t *testing.T) {
 	legacy := func() *http.Request {
 		req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(d.Envelope))
 		wire.SetHeaders(req.Header, d)
-		req.Header.Set(wire.HeaderSignature, Sign(cfg.HMACSecret, d.Envelope))
+		req.Header.Set(wire.HeaderSignature, wire.Sign(cfg.HMACSecret, d.Envelope))
 		return req
 	}
 	if s, _ := serve(c, legacy()); s != http.StatusUnauthorized {
@@ -120,15 +121,20 @@ func (b *slowBody) Read(p []byte) (int, error) {
 }
 
 // Issue 11 finding 4 (R-SEC-5): the kit never reads more than MaxUnauthenticatedReads bodies at
-// once before their sender is authenticated; a bearer request with a wrong token is refused
-// without reading its body at all; a declared length over MaxBodyBytes is refused unread. Real
-// concurrent requests over a real server; the assertions are on counts and outcomes only.
+// once before their sender is authenticated (only the body-only signature needs the body before
+// that, issue 26); a v1 signature that does not verify and a bearer request with a wrong token
+// are refused without reading their body at all; a declared length over MaxBodyBytes is refused
+// unread. Real concurrent requests over a real server; the assertions are on counts and outcomes
+// only (stall eviction and read deadlines are pushed out of the way here; the stall tests in
+// tests/consumer_http_stall_test.go exercise them).
 func TestHTTPUnauthenticatedReadsBounded(t *testing.T) {
 	const limit, n, size = 2, 8, 4 << 20
 	cfg := testConfig(t)
 	cfg.BearerToken = "the-right-token-0123456789"
 	cfg.MaxUnauthenticatedReads = limit
 	cfg.MaxBodyBytes = size
+	cfg.AcceptBodyOnlySignature = true
+	cfg.UnauthenticatedStall, cfg.UnauthenticatedReadGrace = time.Hour, time.Hour
 	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -152,8 +158,8 @@ func TestHTTPUnauthenticatedReadsBounded(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode, nil
 	}
-	// n requests with fresh, well-formed signatures that do not verify (an attacker without the
-	// secret), each with a 4 MiB body held back until the test releases it.
+	// n requests with well-formed body-only signatures that do not verify (an attacker without
+	// the secret), each with a 4 MiB body held back until the test releases it.
 	release := make(chan struct{})
 	var wg sync.WaitGroup
 	statuses := make([]int, n)
@@ -161,7 +167,7 @@ func TestHTTPUnauthenticatedReadsBounded(t *testing.T) {
 		hdr := http.Header{}
 		wire.SetHeaders(hdr, d)
 		hdr.Set(wire.HeaderAttemptNumber, strconv.Itoa(i+1))
-		hdr.Set(wire.HeaderSignature, wire.SignRequest([]byte("not-the-secret"), time.Now().Unix(), hdr, nil))
+		hdr.Set(wire.HeaderSignature, wire.Sign([]byte("not-the-secret"), nil))
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
@@ -191,13 +197,18 @@ func TestHTTPUnauthenticatedReadsBounded(t *testing.T) {
 		t.Fatalf("unauthenticated bytes %d, want %d", st.UnauthenticatedBytes, n*size)
 	}
 
-	// Wrong bearer token, no signature: refused from the headers, nothing read.
+	// Wrong bearer token and no signature, or a fresh v1 signature that does not verify:
+	// refused from the headers, nothing read.
 	before := c.HTTPStats().UnauthenticatedBytes
 	var wg2 sync.WaitGroup
-	for i := 0; i < n; i++ {
+	for i := 0; i < 2*n; i++ {
 		hdr := http.Header{}
 		wire.SetHeaders(hdr, d)
-		hdr.Set("Authorization", "Bearer wrong-token")
+		if i%2 == 0 {
+			hdr.Set("Authorization", "Bearer wrong-token")
+		} else {
+			hdr.Set(wire.HeaderSignature, wire.SignRequest([]byte("not-the-secret"), time.Now().Unix(), hdr, nil))
+		}
 		wg2.Add(1)
 		go func() {
 			defer wg2.Done()
@@ -215,7 +226,7 @@ func TestHTTPUnauthenticatedReadsBounded(t *testing.T) {
 	if s, err := post(bytes.NewReader(make([]byte, size+1)), size+1, hdr); err == nil && s != http.StatusRequestEntityTooLarge {
 		t.Fatalf("over the cap: %d, want 413", s)
 	}
-	if st := c.HTTPStats(); st.UnauthenticatedBytes != before || st.PeakUnauthenticatedReading != limit {
-		t.Fatalf("bearer refusals read bodies: %+v", st)
+	if st := c.HTTPStats(); st.UnauthenticatedBytes != before || st.PeakUnauthenticatedReading != limit || st.RefusedUnread < 2*n {
+		t.Fatalf("header refusals read bodies: %+v", st)
 	}
 }

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Side by side with River (SPEC §12a P-1, P-2, P-6): River and pgoutbox alternating on the same
-# cluster in the same run, every result line collected into one file for cmd/benchreport.
+# Side by side with River (SPEC §12a P-1, P-2, P-6, P-3): River and pgoutbox alternating on the same
+# cluster in the same run, every result line collected into one file for tools/benchreport.
 #
 #   scripts/bench-river.sh OUT        (DATABASE_URL: superuser URL of the cluster's maintenance db)
 #
 # Per round: river backlog, pgoutbox p1, river concurrent, pgoutbox p2, and (P-6) river
 # insertmany, pgoutbox p6 when both binaries know those modes (their -h names them). Each round
 # is one alternating pair per figure; P-7 asks for at least 3, so the report can show the spread
-# (cmd/benchreport: median, min..max, per-pair ratios, BIMODAL). Environment knobs:
+# (tools/benchreport: median, min..max, per-pair ratios, BIMODAL). Environment knobs:
 # BENCH_RIVER_N (events = jobs per run, default 20000), BENCH_RIVER_ROUNDS (default 3),
 # BENCH_RIVER_PAYLOAD (bytes, default 400), BENCH_P6_N (envelopes of the P-6 append run, default
 # 50000), BENCH_RIVER_FLAGS / BENCH_OUTBOX_FLAGS (extra flags for bench/river/cmd/riverbench and
@@ -61,6 +61,17 @@ else
   echo "bench-river: riverbench -mode insertmany / outboxbench -mode p6 not available; P-6 not measured" >&2
 fi
 
+# P-3 anchor (issue 21 item 3): end to end over HTTP, River's HTTP worker against the real
+# dispatcher + consumer kit, when both binaries know the modes. BENCH_P3_N events per run
+# (default 5000).
+p3=0
+p3n=${BENCH_P3_N:-5000}
+if grep -qw p3c <<<"$river_usage" && grep -qw p3c <<<"$outbox_usage"; then
+  p3=1
+else
+  echo "bench-river: riverbench / outboxbench -mode p3 not available; P-3 not measured side by side" >&2
+fi
+
 for r in $(seq 1 "$rounds"); do
   # shellcheck disable=SC2086
   step "$r" "$top/bin/riverbench" -server "$DATABASE_URL" -mode backlog -n "$n" -payload "$payload" ${BENCH_RIVER_FLAGS:-}
@@ -75,6 +86,14 @@ for r in $(seq 1 "$rounds"); do
     step "$r" "$top/bin/riverbench" -server "$DATABASE_URL" -mode insertmany -n "$p6n" -payload "$payload" ${BENCH_RIVER_FLAGS:-}
     # shellcheck disable=SC2086
     step "$r" "$top/bin/outboxbench" -server "$DATABASE_URL" -mode p6 -n "$p6n" -payload "$payload" ${BENCH_OUTBOX_FLAGS:-}
+  fi
+  if [ "$p3" = 1 ]; then
+    for m in p3 p3c; do
+      # shellcheck disable=SC2086
+      step "$r" "$top/bin/riverbench" -server "$DATABASE_URL" -mode "$m" -n "$p3n" -payload "$payload" ${BENCH_RIVER_FLAGS:-}
+      # shellcheck disable=SC2086
+      step "$r" "$top/bin/outboxbench" -server "$DATABASE_URL" -mode "$m" -n "$p3n" -payload "$payload" ${BENCH_OUTBOX_FLAGS:-}
+    done
   fi
 done
 echo "MACHINE_END load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?') at end" >> "$out"

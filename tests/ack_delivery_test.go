@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testfix"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 )
 
 // R-AK-2, R-AK-3: a valid ack appends the success finish, sets acknowledged with the ack fields

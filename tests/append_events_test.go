@@ -12,8 +12,8 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testdb"
-	"github.com/oceanway/pgoutbox/internal/testfix"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 	"github.com/oceanway/pgoutbox/producer"
 )
 

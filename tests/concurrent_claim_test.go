@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 )
 
 // dxBulkAppend appends n metering events (one delivery each) in one transaction through

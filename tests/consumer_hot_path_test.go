@@ -7,7 +7,7 @@ import (
 
 	"github.com/oceanway/pgoutbox/consumer/reference"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 )
 
 // D-2, R-CO-2: the consumer kit records its receipts through the hot path, inside its one

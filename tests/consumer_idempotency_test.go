@@ -11,8 +11,8 @@ import (
 
 	"github.com/oceanway/pgoutbox/consumer"
 	"github.com/oceanway/pgoutbox/consumer/reference"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 	"github.com/oceanway/pgoutbox/internal/release"
-	"github.com/oceanway/pgoutbox/internal/testfix"
 	"github.com/oceanway/pgoutbox/receipt"
 	"github.com/oceanway/pgoutbox/wire"
 )

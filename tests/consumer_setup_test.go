@@ -21,8 +21,8 @@ import (
 	"github.com/oceanway/pgoutbox/consumer/reference"
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testdb"
-	"github.com/oceanway/pgoutbox/internal/testfix"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 	"github.com/oceanway/pgoutbox/receipt"
 	"github.com/oceanway/pgoutbox/wire"
 )
@@ -39,7 +39,7 @@ type ckBundle struct {
 	pool *pgxpool.Pool
 }
 
-func ckSetup(t *testing.T) *ckBundle {
+func ckSetup(t testing.TB) *ckBundle {
 	t.Helper()
 	ctx := context.Background()
 	dsn := testdb.URL(t)
@@ -58,6 +58,11 @@ func ckSetup(t *testing.T) *ckBundle {
 	for _, s := range reference.All() {
 		if err := s.Install(ctx, pool, ckRole); err != nil {
 			t.Fatal(err)
+		}
+		// R-PV-1: the projection versions the reference consumers build are registered (in a
+		// deployment, activating the delivery set that targets them does it).
+		if s.ProjectionName != "" {
+			pvRegister(t, pool, s.ProjectionName, s.ProjectionVersion)
 		}
 	}
 	return &ckBundle{dsn: dsn, pool: pool}
@@ -89,7 +94,7 @@ func (b *ckBundle) kit(t *testing.T, name string, edit func(*consumer.Config)) *
 
 // ckDelivery is what a dispatcher hands to the consumer of spec for env: canonical bytes and
 // their digest, the frozen receipt contract and projection target.
-func ckDelivery(t *testing.T, spec reference.Spec, env map[string]any) wire.Delivery {
+func ckDelivery(t testing.TB, spec reference.Spec, env map[string]any) wire.Delivery {
 	t.Helper()
 	raw, err := json.Marshal(env)
 	if err != nil {

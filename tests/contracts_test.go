@@ -14,8 +14,8 @@ import (
 	"testing"
 
 	"github.com/oceanway/pgoutbox/internal/canon"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/internal/release"
-	"github.com/oceanway/pgoutbox/internal/testdb"
 )
 
 var updateGoldens = flag.Bool("update-goldens", false, "rewrite contracts/golden from the documents defined in contracts_test.go")

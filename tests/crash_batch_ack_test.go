@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/oceanway/pgoutbox/internal/failpoint"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/failpoint"
 )
 
 // R-AK-9, R-AK-8, T-3: the real cmd/dispatcher is killed by SIGKILL while a batch ack is in
@@ -34,6 +34,7 @@ func TestCrashDuringBatchAck(t *testing.T) {
 		extraEnvVars: []string{"PGOUTBOX_OUTCOME_FLUSH_INTERVAL=50ms"}})
 	d1.waitKilled(t)
 	d1.waitLine(t, "failpoint "+failpoint.DuringBatchAck+" hit")
+	w.waitDispatcherBackendsGone(t)
 	var logged struct {
 		Items      int      `json:"items"`
 		Deliveries []string `json:"deliveries"`

@@ -9,13 +9,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/oceanway/pgoutbox/internal/failpoint"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/failpoint"
 )
 
 // T-3, R-AK-8, R-CL-2, R-CL-3: the real cmd/dispatcher is killed by SIGKILL at each crash window
 // while it delivers the reference scenario (2 runs: 27 events, 29 mandatory deliveries) over
 // loopback HTTP with HMAC to the real cmd/refconsumer (four reference consumers, each with its
-// own database). A test-only failpoint (internal/failpoint, armed by PGOUTBOX_FAILPOINTS under
+// own database). A test-only failpoint (internal/pgoutboxtest/failpoint, armed by PGOUTBOX_FAILPOINTS under
 // PGOUTBOX_TEST_MODE=1) places the kill deterministically. A second dispatcher process without
 // failpoints then recovers the expired leases (lease_expired_unknown) and finishes the work.
 // The final state must be the same as without the crash: every mandatory delivery terminal,
@@ -113,6 +113,7 @@ func TestCrashPoints(t *testing.T) {
 				worker: killed, lease: "2s", renewal: true, batch: 4, concurrency: 4, failpoints: c.spec})
 			d1.waitKilled(t)
 			d1.waitLine(t, "failpoint "+c.window+" hit")
+			w.waitDispatcherBackendsGone(t)
 
 			d2, _ := cpStartDispatcher(t, bins, w, consumerAddr, cpDispatcherOpts{
 				worker: "cp-crash-" + c.window + "-2", lease: "2s", renewal: true, batch: 4, concurrency: 4})

@@ -16,7 +16,7 @@ import (
 )
 
 // dpOutcomeCalls returns the outcome calls of one kind (ack|retry|quarantine) a dispatcher made
-// and the outcomes they carried (pgoutbox_dispatcher_outcome_batch_size _count and _sum).
+// and the outcomes they carried (pgoutbox_dispatcher_outcome_batch_outcomes _count and _sum).
 func dpOutcomeCalls(t *testing.T, m *metrics.Metrics, op string) (calls uint64, items float64) {
 	t.Helper()
 	var pb dto.Metric

@@ -14,7 +14,7 @@ import (
 	"github.com/oceanway/pgoutbox/consumer"
 	"github.com/oceanway/pgoutbox/consumer/reference"
 	"github.com/oceanway/pgoutbox/internal/config"
-	"github.com/oceanway/pgoutbox/internal/testfix"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 	"github.com/oceanway/pgoutbox/internal/transport"
 	"github.com/oceanway/pgoutbox/wire"
 )

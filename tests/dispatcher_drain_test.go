@@ -65,6 +65,9 @@ func TestDispatcherBinarySIGTERMDrains(t *testing.T) {
 	cfgText := `mode = "production"
 worker_name = "dp-drain"
 concurrency = 3
+# no claim-ahead: exactly the three deliveries in flight are claimed (with prefetch, the claimed-
+# ahead ones would be delivered within the grace or, as here, left to lease expiry)
+prefetch = 0
 batch_size = 10
 lease = "60s"
 shutdown_grace = "3s"

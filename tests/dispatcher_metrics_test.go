@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -17,7 +18,7 @@ import (
 	"github.com/oceanway/pgoutbox/internal/config"
 	"github.com/oceanway/pgoutbox/internal/dispatcher"
 	"github.com/oceanway/pgoutbox/internal/metrics"
-	"github.com/oceanway/pgoutbox/internal/testfix"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 	"github.com/oceanway/pgoutbox/internal/transport"
 	"github.com/oceanway/pgoutbox/wire"
 )
@@ -51,6 +52,7 @@ func TestDispatcherMetricsScrape(t *testing.T) {
 	srv, h := dpHTTPConsumer(t, c, 5*time.Second)
 	cfg := dpConfig("dp-metrics", map[string]config.Destination{dpMeteringDest: dpHTTPDest(srv.URL)})
 	r := dpStart(t, db, cfg, map[string]transport.Transport{dpMeteringDest: h})
+	r.m.Registry.MustRegister(metrics.NewRedeliveries(r.pool, 5*time.Second)) // as internal/dispatcher/app.go does
 	ms, err := metrics.Listen("127.0.0.1:0", r.m, r.d.Ready)
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +79,18 @@ func TestDispatcherMetricsScrape(t *testing.T) {
 	fams, err := parser.TextToMetricFamilies(strings.NewReader(body))
 	if err != nil {
 		t.Fatalf("parse /metrics: %v", err)
+	}
+	// Issue 21 item 6: every series of the real /metrics output passes promlint (the Prometheus
+	// naming and metric conventions), the kernel's own and the Go/process collectors'.
+	problems, err := promlint.New(strings.NewReader(body)).Lint()
+	if err != nil {
+		t.Fatalf("promlint: %v", err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+	if _, ok := fams["pgoutbox_dispatcher_outcome_batch_size"]; ok {
+		t.Errorf("pgoutbox_dispatcher_outcome_batch_size is renamed pgoutbox_dispatcher_outcome_batch_outcomes (a count of outcomes per call, CHANGELOG.md)")
 	}
 	for _, name := range []string{
 		"pgoutbox_dispatcher_claims_total", "pgoutbox_dispatcher_acks_total", "pgoutbox_dispatcher_retries_total",

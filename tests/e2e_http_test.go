@@ -11,8 +11,8 @@ import (
 	"github.com/oceanway/pgoutbox/consumer/reference"
 	"github.com/oceanway/pgoutbox/internal/config"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/scenario"
-	"github.com/oceanway/pgoutbox/internal/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/scenario"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/internal/transport"
 )
 

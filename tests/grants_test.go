@@ -13,7 +13,7 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/audit"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 )
 
 const auditGolden = "../docs/audit.txt"
@@ -211,17 +211,36 @@ func TestFunctionGrantsExact(t *testing.T) {
 	admin := testdb.Conn(t, testdb.URL(t), "")
 	jcs := []string{"outbox.jcs_canonicalize", "outbox.jcs_sha256"}
 	want := map[string][]string{
-		"outbox_registrar":  append([]string{"inbox.bind_consumer_role", "mailbox.register_source", "outbox.activate_delivery_set", "outbox.register_delivery_set", "outbox.register_destination", "outbox.set_retry_policy"}, jcs...),
+		"outbox_registrar": append([]string{"inbox.bind_consumer_role", "intake.register_normalization_policy", "intake.register_observation_projector",
+			"intake.register_observation_schema", "intake.register_workload", "mailbox.register_source", "outbox.activate_delivery_set", "outbox.register_delivery_set", "outbox.register_destination",
+			"outbox.register_projection_rows", "outbox.register_projection_version", "outbox.set_retry_policy",
+			// R-PV-3: retire and drop a projection version
+			"outbox.drop_retired_projection", "outbox.retire_projection_version"}, jcs...),
 		"outbox_producer":   append([]string{"outbox.append_event", "outbox.append_events"}, jcs...),
 		"outbox_dispatcher": append([]string{"outbox.ack_deliveries", "outbox.ack_delivery", "outbox.active_delivery_set", "outbox.claim_deliveries", "outbox.delivery_stats", "outbox.quarantine_deliveries", "outbox.quarantine_delivery", "outbox.recover_expired_leases", "outbox.redelivery_stats", "outbox.renew_lease", "outbox.retry_deliveries", "outbox.retry_delivery"}, jcs...),
 		// R-OP-1: inbox.record_projection_ids (the projector's exact-id index, in its transaction)
-		"outbox_consumer": append([]string{"inbox.observe_revision", "inbox.read_receipt", "inbox.record_projection_ids", "inbox.record_receipt"}, jcs...),
+		// R-OB-4: inbox.record_observation_receipt (the observation projector's consumer login)
+		"outbox_consumer": append([]string{"inbox.accept_delivery", "inbox.confirm_delivery", "inbox.observe_revision", "inbox.read_receipt", "inbox.record_observation_receipt", "inbox.record_projection_ids", "inbox.record_receipt"}, jcs...),
 		// R-OP-2, R-OP-3: the read model is the auditor's only (the dispatcher may not call it)
-		"outbox_auditor": append([]string{"inbox.verify_receipt_digests", "mailbox.pipeline_status", "outbox.active_delivery_set", "outbox.archive_integrity_problems", "outbox.check_completeness", "outbox.delivery_stats", "outbox.preview_redelivery", "outbox.read_manifest", "outbox.record_two_part_proof", "outbox.redelivery_stats", "outbox.search_exact_id", "outbox.take_completeness_snapshot", "outbox.verify_ack_digests", "outbox.verify_archive_run", "outbox.verify_event_digests"}, jcs...),
+		"outbox_auditor": append([]string{"inbox.verify_receipt_digests", "intake.accepted_health_windows", "intake.console_observations", "intake.verify_purge_run", "mailbox.console_sources", "mailbox.pipeline_status", "outbox.active_delivery_set", "outbox.archive_integrity_problems", "outbox.check_completeness", "outbox.compare_projection_versions",
+			// issue 25: the operator console's read functions
+			"outbox.console_activity", "outbox.console_deliveries", "outbox.console_delivery_counts", "outbox.console_event", "outbox.console_event_attempts", "outbox.console_event_deliveries", "outbox.console_event_payload", "outbox.console_projection_versions", "outbox.console_readiness_proofs",
+			"outbox.delivery_stats", "outbox.preview_redelivery", "outbox.projection_digest", "outbox.read_manifest", "outbox.record_two_part_proof", "outbox.redelivery_stats", "outbox.search_exact_id", "outbox.take_completeness_snapshot", "outbox.verify_ack_digests", "outbox.verify_archive_run", "outbox.verify_event_digests",
+			// R-PV-2, R-PV-5: boundaries, readiness proofs, candidate progress
+			"outbox.candidate_progress", "outbox.read_cutover_boundary", "outbox.read_readiness_proof"}, jcs...),
 		// R-AK-10: the controlled-recovery functions only (no JCS functions, no table)
-		"outbox_operator": {"outbox.preview_redelivery", "outbox.redeliver_quarantined"},
+		"outbox_operator": {"outbox.preview_redelivery", "outbox.redeliver_quarantined",
+			// R-PV-2: claim pauses (incident handling as well as the cutover runbook)
+			"outbox.pause_destination_claims", "outbox.resume_destination_claims"},
+		// R-OB-1, R-OB-4: the intake's two caller roles (EXECUTE only, no table)
+		"outbox_intake":                {"intake.accept_observation", "intake.accept_observations", "intake.record_send_failures"},
+		"outbox_observation_projector": {"intake.ack_observations", "intake.claim_observations"},
+		// R-PV-1: shadow builds (the builder's receipts go through its bound consumer login)
+		"outbox_projector": {"outbox.claim_rebuild_sources", "outbox.compare_projection_versions", "outbox.projection_digest", "outbox.start_shadow_build",
+			// R-PV-2: freeze, cutover and the claim pauses around it
+			"outbox.cutover_projection", "outbox.freeze_cutover_candidate", "outbox.pause_destination_claims", "outbox.resume_destination_claims"},
 		// R-RT-1: the retention functions only (no JCS, no table)
-		"outbox_retention": {"outbox.archive_events", "outbox.archive_integrity_problems", "outbox.release_legal_hold", "outbox.set_legal_hold", "outbox.verify_archive_run"},
+		"outbox_retention": {"intake.purge_observation_payloads", "intake.verify_purge_run", "outbox.archive_events", "outbox.archive_integrity_problems", "outbox.release_legal_hold", "outbox.set_legal_hold", "outbox.verify_archive_run"},
 	}
 	// The mailbox pump's role: every mailbox function but register_source (SPEC §13), nothing else.
 	want["outbox_mailbox"] = []string{"mailbox.acquire_pump", "mailbox.apply_reference_effect", "mailbox.claim_backfill",
@@ -230,7 +249,7 @@ func TestFunctionGrantsExact(t *testing.T) {
 	for role, fns := range want {
 		var got []string
 		rows, err := admin.Query(ctx, `SELECT DISTINCT n.nspname || '.' || p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-			WHERE n.nspname IN ('outbox', 'inbox', 'mailbox') AND p.proname !~ '^(_|tg_)' AND has_function_privilege($1, p.oid, 'EXECUTE')
+			WHERE n.nspname IN ('outbox', 'inbox', 'mailbox', 'intake') AND p.proname !~ '^(_|tg_)' AND has_function_privilege($1, p.oid, 'EXECUTE')
 			ORDER BY 1`, role)
 		if err != nil {
 			t.Fatal(err)

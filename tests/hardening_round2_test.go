@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 )
 
 // R-AK-1a, D-2 (issue 26 item 3): a consumer's ack or receipt holding text PostgreSQL cannot

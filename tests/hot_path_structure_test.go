@@ -19,7 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/producer"
 )
 
@@ -38,12 +38,13 @@ func hpSession(t *testing.T, dsn, role string) *pgx.Conn {
 
 // hpFunctionCalls is the call count of every user function of the database, as the statistics
 // have them once conn's pending counts are flushed (reader: another connection).
-func hpFunctionCalls(t *testing.T, conn, reader *pgx.Conn) map[string]int64 {
+func hpFunctionCalls(t *testing.T, conn, reader *pgx.Conn, others ...*pgx.Conn) map[string]int64 {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := conn.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil { // flushed before the next ReadyForQuery
-		t.Fatal(err)
-	}
+	// Every connection of the test flushes its pending counts first: the cluster tracks all
+	// function calls, and a fixture call left pending (a backend flushes at most once a second,
+	// and only 10 s later when idle) would otherwise land inside the measured window.
+	hpFlush(t, append([]*pgx.Conn{conn, reader}, others...)...)
 	if _, err := reader.Exec(ctx, `SELECT pg_stat_clear_snapshot()`); err != nil {
 		t.Fatal(err)
 	}
@@ -67,15 +68,29 @@ func hpFunctionCalls(t *testing.T, conn, reader *pgx.Conn) map[string]int64 {
 	return out
 }
 
-// hpCount runs op (its own transaction, committed, so deferred triggers are counted) on conn
-// and returns the calls it made per function.
-func hpCount(t *testing.T, conn, reader *pgx.Conn, op func(tx pgx.Tx) error) map[string]int64 {
+// hpFlush makes each connection flush its pending statistics (before its next ReadyForQuery).
+func hpFlush(t *testing.T, conns ...*pgx.Conn) {
 	t.Helper()
-	before := hpFunctionCalls(t, conn, reader)
+	for _, c := range conns {
+		if _, err := c.Exec(context.Background(), `SELECT pg_stat_force_next_flush()`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Exec(context.Background(), `SELECT 1`); err != nil { // a second round trip: the flush has happened
+			t.Fatal(err)
+		}
+	}
+}
+
+// hpCount runs op (its own transaction, committed, so deferred triggers are counted) on conn
+// and returns the calls it made per function (others: the test's other live connections, whose
+// pending counts are flushed before each reading).
+func hpCount(t *testing.T, conn, reader *pgx.Conn, op func(tx pgx.Tx) error, others ...*pgx.Conn) map[string]int64 {
+	t.Helper()
+	before := hpFunctionCalls(t, conn, reader, others...)
 	if err := pgx.BeginFunc(context.Background(), conn, op); err != nil {
 		t.Fatal(err)
 	}
-	after := hpFunctionCalls(t, conn, reader)
+	after := hpFunctionCalls(t, conn, reader, others...)
 	d := map[string]int64{}
 	for name, n := range after {
 		if n -= before[name]; n != 0 {
@@ -148,6 +163,7 @@ func hpBacklog(t *testing.T, dsn, prefix string, n int) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	hpFlush(t, prod)
 }
 
 func hpClaim(t *testing.T, db pgcall.DBTX, n int) []pgcall.ClaimedDelivery {
@@ -182,7 +198,7 @@ func TestHotPathClaimCallsIndependentOfBatch(t *testing.T) {
 	hpBacklog(t, b.dsn, "claim", 110)
 	disp := hpSession(t, b.dsn, "outbox_dispatcher")
 	calls := func(n int) map[string]int64 {
-		return hpCount(t, disp, b.admin, func(tx pgx.Tx) error { hpClaim(t, tx, n); return nil })
+		return hpCount(t, disp, b.admin, func(tx pgx.Tx) error { hpClaim(t, tx, n); return nil }, b.disp)
 	}
 	small, large := calls(10), calls(100)
 	hpCompare(t, "claim_deliveries", small, large)
@@ -208,7 +224,7 @@ func TestHotPathAckCallsIndependentOfBatch(t *testing.T) {
 			}
 			hpOutcomes(t, out, len(cs), "complete")
 			return nil
-		})
+		}, b.disp)
 	}
 	hpCompare(t, "ack_deliveries", calls(small), calls(large))
 }
@@ -232,7 +248,7 @@ func TestHotPathRetryCallsIndependentOfBatch(t *testing.T) {
 			}
 			hpOutcomes(t, out, len(cs), "pending")
 			return nil
-		})
+		}, b.disp)
 	}
 	hpCompare(t, "retry_deliveries", calls(small), calls(large))
 }
@@ -259,7 +275,7 @@ func TestHotPathQuarantineCallsIndependentOfBatch(t *testing.T) {
 			}
 			hpOutcomes(t, out, len(cs), "quarantined")
 			return nil
-		})
+		}, b.disp)
 	}
 	hpCompare(t, "quarantine_deliveries", calls(small), calls(large))
 }

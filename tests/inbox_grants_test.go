@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 )
 
 var ckInboxTables = []string{"inbox.inbox_receipts", "inbox.inbox_revision_progress", "inbox.inbox_revision_gaps"}
@@ -37,6 +37,8 @@ func TestInboxGrants(t *testing.T) {
 		"record_receipt":   `SELECT * FROM inbox.record_receipt('c', '', 0, NULL, NULL, NULL)`,
 		"observe_revision": `SELECT inbox.observe_revision('c', '', 0, 'a', 1)`,
 		"read_receipt":     `SELECT inbox.read_receipt('c', '', 0, gen_random_uuid(), repeat('0', 64))`,
+		"accept_delivery":  `SELECT * FROM inbox.accept_delivery('c', '', 0, gen_random_uuid(), repeat('0', 64), NULL, NULL, NULL, NULL, NULL)`,
+		"confirm_delivery": `SELECT inbox.confirm_delivery('c', '', 0, gen_random_uuid())`,
 	}
 	for name, sql := range calls {
 		// The consumer passes the privilege check (record_receipt then rejects the NULLs: OB105).
@@ -94,11 +96,11 @@ func TestInboxGrants(t *testing.T) {
 	}
 	var definer int
 	if err := admin.QueryRow(context.Background(), `SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-		WHERE n.nspname = 'inbox' AND p.prosecdef AND p.proname IN ('record_receipt', 'observe_revision', 'read_receipt', 'verify_receipt_digests')`).Scan(&definer); err != nil {
+		WHERE n.nspname = 'inbox' AND p.prosecdef AND p.proname IN ('record_receipt', 'observe_revision', 'read_receipt', 'verify_receipt_digests', 'accept_delivery', 'confirm_delivery')`).Scan(&definer); err != nil {
 		t.Fatal(err)
 	}
-	if definer != 4 {
-		t.Fatalf("%d of the 4 inbox API functions are SECURITY DEFINER", definer)
+	if definer != 6 {
+		t.Fatalf("%d of the 6 inbox API functions are SECURITY DEFINER", definer)
 	}
 }
 
@@ -109,6 +111,7 @@ func TestInboxImmutability(t *testing.T) {
 	ctx := context.Background()
 	dsn := testdb.URL(t)
 	consumer := testdb.Conn(t, dsn, "outbox_consumer")
+	pvRegister(t, testdb.Conn(t, dsn, "outbox_registrar"), "operations_timeline", 1) // R-PV-1
 	owner := testdb.Conn(t, dsn, "outbox_owner")
 	env, _, doc := ckEnvelopeAndReceipt(t, nil)
 	if _, err := ckRecord(ctx, consumer, ckMetering, "", 0, env, doc.Receipt); err != nil {

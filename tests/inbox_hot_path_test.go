@@ -20,8 +20,8 @@ import (
 	"github.com/oceanway/pgoutbox/consumer/reference"
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testdb"
-	"github.com/oceanway/pgoutbox/internal/testfix"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 	"github.com/oceanway/pgoutbox/receipt"
 )
 
@@ -154,6 +154,7 @@ func TestInboxHotPathSameAsSlowPath(t *testing.T) {
 	ctx := context.Background()
 	dsn := testdb.URL(t)
 	conn := testdb.Conn(t, dsn, "outbox_consumer")
+	pvRegister(t, testdb.Conn(t, dsn, "outbox_registrar"), "operations_timeline", 1) // R-PV-1
 	for _, c := range hpConsumers() {
 		env, doc := c.build(t)
 		info, _ := receipt.Lookup(c.kind)
@@ -241,6 +242,7 @@ func TestInboxHotPathRefusesLikeSlowPath(t *testing.T) {
 	t.Parallel()
 	dsn := testdb.URL(t)
 	conn := testdb.Conn(t, dsn, "outbox_consumer")
+	pvRegister(t, testdb.Conn(t, dsn, "outbox_registrar"), "operations_timeline", 1) // R-PV-1
 	for _, c := range hpConsumers() {
 		info, _ := receipt.Lookup(c.kind)
 		env, doc := c.build(t)

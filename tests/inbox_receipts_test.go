@@ -11,8 +11,8 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testdb"
-	"github.com/oceanway/pgoutbox/internal/testfix"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 	"github.com/oceanway/pgoutbox/receipt"
 )
 
@@ -148,6 +148,7 @@ func TestInboxRecordReceiptRejects(t *testing.T) {
 	ctx := context.Background()
 	dsn := testdb.URL(t)
 	conn := testdb.Conn(t, dsn, "outbox_consumer")
+	pvRegister(t, testdb.Conn(t, dsn, "outbox_registrar"), "operations_timeline", 1) // R-PV-1
 	env, _, doc := ckEnvelopeAndReceipt(t, receipt.Fields{"consumerOutcome": "recorded"})
 	// edit changes the receipt and drops its digest (the database then computes it), so that
 	// each case fails on its own check only; keep keeps the original digest.

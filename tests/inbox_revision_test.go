@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 )
 
 func ckObserve(t *testing.T, db pgcall.DBTX, consumer, aggregate string, rev int64) string {
@@ -27,6 +27,7 @@ func TestInboxObserveRevision(t *testing.T) {
 	t.Parallel()
 	dsn := testdb.URL(t)
 	conn := testdb.Conn(t, dsn, "outbox_consumer")
+	pvRegister(t, testdb.Conn(t, dsn, "outbox_registrar"), "operations_timeline", 1) // R-PV-1
 	admin := testdb.Conn(t, dsn, "")
 	const c, agg = "operations_projector", "run-1"
 	progress := func() int {
@@ -115,6 +116,7 @@ func TestInboxObserveRevisionConcurrent(t *testing.T) {
 	dsn := testdb.URL(t)
 	a := testdb.Conn(t, dsn, "outbox_consumer")
 	b := testdb.Conn(t, dsn, "outbox_consumer")
+	pvRegister(t, testdb.Conn(t, dsn, "outbox_registrar"), "operations_timeline", 1) // R-PV-1
 	admin := testdb.Conn(t, dsn, "")
 	var bPID int
 	if err := b.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&bPID); err != nil {

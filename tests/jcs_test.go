@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/oceanway/pgoutbox/internal/canon"
-	"github.com/oceanway/pgoutbox/internal/testdb"
-	"github.com/oceanway/pgoutbox/internal/vectors"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/vectors"
 )
 
 // jcsKernelRoles may all execute outbox.jcs_canonicalize and outbox.jcs_sha256 (D-2).

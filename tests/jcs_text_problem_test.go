@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/oceanway/pgoutbox/internal/canon"
-	"github.com/oceanway/pgoutbox/internal/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 )
 
 // jcsKeyParts are the characters member names are built from: ASCII, escapes the canonical form

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 )
 
 // mbxFinish claims and completes heads (as outbox_mailbox) until ids are terminal.

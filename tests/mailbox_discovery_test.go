@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 )
 
 // R-MX-2, R-MX-1 (seed INV-2 "repeated scans, interrupted enqueue"): scanning the same rows again

@@ -12,7 +12,7 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/mailbox"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 )
 
 // flakyHandler fails (transiently) while fail is set, else delegates to the reference handler.

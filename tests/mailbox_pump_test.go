@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
 	"github.com/oceanway/pgoutbox/internal/mailbox"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 )
@@ -179,6 +181,10 @@ func TestMailboxPumpMetrics(t *testing.T) {
 	}
 	if strings.Contains(body, "secret-key-1") || strings.Contains(body, "msg_id") {
 		t.Error("metrics carry a message key or id")
+	}
+	// Issue 21 item 6: the pump's real /metrics output passes promlint.
+	if problems, err := promlint.New(strings.NewReader(body)).Lint(); err != nil || len(problems) != 0 {
+		t.Errorf("promlint: %v %+v", err, problems)
 	}
 	stop()
 	if code := <-done; code != mailbox.ExitOK {

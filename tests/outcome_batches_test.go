@@ -8,7 +8,7 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 )
 
 // candidateOf is the D-2 receipt digest candidate of a receipt body: the canonical text of the

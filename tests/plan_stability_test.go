@@ -20,7 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/producer"
 )
 
@@ -151,6 +151,18 @@ func TestPlanStabilityAfterGrowthFromEmpty(t *testing.T) {
 		hp3Cycle(t, sess, batch)
 	}
 
+	// Every delivery claimed so far left an entry in the partial claimable index (status
+	// 'pending' no longer holds for its new version) that stays until vacuum or an index scan
+	// marks it dead, and an index scan can mark it dead only once no snapshot anywhere in the
+	// cluster's horizon still sees the old version: on a loaded machine (CI: other tests' long
+	// transactions) none of them is marked and the claim reads them all. That is a vacuum
+	// matter, not a plan matter, so the claimable index is allowed those entries on top of the
+	// O(batch) limit; a plan that scans the destination's pending backlog reads far more.
+	var claimedBefore, pendingBefore int64
+	if err := b.admin.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status <> 'pending'), count(*) FILTER (WHERE status = 'pending')
+		FROM outbox.outbox_deliveries WHERE destination = $1`, dxDestMetering).Scan(&claimedBefore, &pendingBefore); err != nil {
+		t.Fatal(err)
+	}
 	before := hp3Reads(t, b.admin, sess)
 	if got := hp3Cycle(t, sess, batch); got != batch {
 		t.Fatalf("claimed %d, want %d", got, batch)
@@ -168,15 +180,22 @@ func TestPlanStabilityAfterGrowthFromEmpty(t *testing.T) {
 	t.Logf("one claim+ack of %d over a backlog of %d pending (tables never analyzed): %d tuples read\n  %s",
 		batch, backlog-30*batch, total, strings.Join(lines, "\n  "))
 	const limit = 20 * batch
+	if pendingBefore <= limit+claimedBefore {
+		t.Fatalf("backlog too small to tell O(backlog) from O(batch): %d pending, %d claimed before", pendingBefore, claimedBefore)
+	}
 	var over []string
 	for name, n := range after {
-		if d := n - before[name]; d > limit {
-			over = append(over, fmt.Sprintf("%s: %d", name, d))
+		allowed := int64(limit)
+		if name == "index outbox_deliveries_claimable" {
+			allowed += claimedBefore
+		}
+		if d := n - before[name]; d > allowed {
+			over = append(over, fmt.Sprintf("%s: %d (allowed %d)", name, d, allowed))
 		}
 	}
 	sort.Strings(over)
-	if len(over) > 0 || total > 3*limit {
-		t.Errorf("HP-3: one claim+ack of %d after growth from empty read O(backlog), not O(batch) (limit %d per index or table, %d in all; read %d):\n  %s",
-			batch, limit, 3*limit, total, strings.Join(over, "\n  "))
+	if len(over) > 0 || total > 3*limit+claimedBefore {
+		t.Errorf("HP-3: one claim+ack of %d after growth from empty read O(backlog), not O(batch) (limit %d per index or table, %d in all, plus %d entries of claimed deliveries in the claimable index; read %d):\n  %s",
+			batch, limit, 3*limit, claimedBefore, total, strings.Join(over, "\n  "))
 	}
 }

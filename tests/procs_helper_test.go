@@ -30,8 +30,8 @@ import (
 
 	"github.com/oceanway/pgoutbox/consumer/reference"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/scenario"
-	"github.com/oceanway/pgoutbox/internal/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/scenario"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 )
 
 // cpDeadline bounds every wait of these suites; it only keeps a broken test from hanging.
@@ -441,6 +441,33 @@ type cpAttempt struct {
 	Number                                  int
 	Outcome                                 string // "" = no finish
 	StartedAt                               time.Time
+}
+
+// waitDispatcherBackendsGone waits until no dispatcher backend is left in the producer
+// database. A SIGKILLed dispatcher may have sent a COMMIT that the server has not read yet;
+// its backend applies it before it sees the closed socket, so a snapshot taken right after
+// the kill can still change. Once the backends are gone it cannot. Call it only while no
+// other dispatcher runs against the world.
+func (w *cpWorld) waitDispatcherBackendsGone(t *testing.T) {
+	t.Helper()
+	conn := cpConnect(t, w.producerDSN, "")
+	defer conn.Close(context.Background())
+	deadline := time.Now().Add(cpDeadline)
+	for {
+		var n int
+		if err := conn.QueryRow(context.Background(), `
+			SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name = 'pgoutbox-dispatcher'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d dispatcher backends still open after the kill", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func (w *cpWorld) attempts(t *testing.T) []cpAttempt {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 )
 
 func dxPublishedAt(t *testing.T, db pgcall.DBTX, eventID string) *time.Time {

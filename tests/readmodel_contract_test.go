@@ -10,7 +10,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/oceanway/pgoutbox/internal/testfix"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 )
 
 // R-OP-2: the CompletenessProofManifest@1 golden. A fixed state (two events with fixed ids and

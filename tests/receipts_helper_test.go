@@ -12,7 +12,7 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testfix"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 )
 
 // rcptKind is one row of outbox.receipt_kinds (seeded by migration 004).

@@ -21,8 +21,8 @@ import (
 	"github.com/oceanway/pgoutbox/consumer/reference"
 	"github.com/oceanway/pgoutbox/internal/metrics"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testdb"
-	"github.com/oceanway/pgoutbox/internal/testfix"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 	"github.com/oceanway/pgoutbox/internal/transport"
 	"github.com/oceanway/pgoutbox/wire"
 )
@@ -132,7 +132,7 @@ func TestRecoveryThroughDispatcher(t *testing.T) {
 	col := metrics.NewRedeliveries(r.pool, 5*time.Second)
 	want := `
 # HELP pgoutbox_redeliveries_total Controlled re-deliveries of quarantined deliveries (outbox.redeliver_quarantined) so far, by destination and the quarantine's reason code; a database count (R-AK-10).
-# TYPE pgoutbox_redeliveries_total gauge
+# TYPE pgoutbox_redeliveries_total counter
 pgoutbox_redeliveries_total{destination="metering_input_processor",reason="consumer_rejected"} 1
 pgoutbox_redeliveries_total{destination="metering_input_processor",reason="retry_exhausted"} 1
 # HELP pgoutbox_redelivery_stats_up 1 when the last outbox.redelivery_stats read succeeded.
@@ -141,6 +141,10 @@ pgoutbox_redelivery_stats_up 1
 `
 	if err := testutil.CollectAndCompare(col, strings.NewReader(want)); err != nil {
 		t.Fatal(err)
+	}
+	// Issue 21 item 6: the populated collector passes promlint (a _total series is a counter).
+	if problems, err := testutil.CollectAndLint(col); err != nil || len(problems) != 0 {
+		t.Fatalf("promlint: %v %+v", err, problems)
 	}
 	if err := r.stop(t); err != nil {
 		t.Fatalf("drain: %v", err)

@@ -12,8 +12,8 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/migrate"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testdb"
-	"github.com/oceanway/pgoutbox/internal/testfix"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 )
 
 // R-AK-10, docs/migrations.md: the recovery migration applied to a database that already holds
@@ -31,7 +31,7 @@ func TestRecoveryMigrationUpgradesExistingQuarantine(t *testing.T) {
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
 
-	// The state before: release r1 (the frozen baseline, sql/baseline/r1), whose quarantine table
+	// The state before: release r1 (the frozen migrations sql/001..011), whose quarantine table
 	// has one row per delivery, with a delivery quarantined (consumer_rejected) on its first
 	// attempt through r1's own API. (Installing "the version before the recovery migration" from
 	// this checkout's files would run today's function files against yesterday's tables.)

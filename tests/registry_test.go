@@ -8,9 +8,9 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 	"github.com/oceanway/pgoutbox/internal/release"
-	"github.com/oceanway/pgoutbox/internal/testdb"
-	"github.com/oceanway/pgoutbox/internal/testfix"
 )
 
 // registrySetup returns a connection switched to outbox_registrar on a fresh database.

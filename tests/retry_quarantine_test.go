@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 )
 
 // dxSetPolicy changes a destination's retry policy through outbox.set_retry_policy as the

@@ -217,9 +217,9 @@ func mutationsOf(member string, ps map[string]any, required bool, k rcptKind) []
 	bound := member != k.Prefix+"Ref" && member != "consumerOutcome" && member != "projectionOutcome" &&
 		!(k.Kind != "operations_projection" && (member == "projectionName" || member == "projectionVersion"))
 	if c, ok := ps["const"]; ok {
-		switch c.(type) {
+		switch c := c.(type) {
 		case string:
-			out = append(out, schemaMutation{name: "other const", value: c.(string) + "x"}, schemaMutation{name: "wrong type", value: 1})
+			out = append(out, schemaMutation{name: "other const", value: c + "x"}, schemaMutation{name: "wrong type", value: 1})
 		default:
 			out = append(out, schemaMutation{name: "other const", value: 2}, schemaMutation{name: "const as string", value: "1"})
 		}

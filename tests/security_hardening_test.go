@@ -15,8 +15,8 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/config"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testdb"
-	"github.com/oceanway/pgoutbox/internal/testfix"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 	"github.com/oceanway/pgoutbox/internal/transport"
 	"github.com/oceanway/pgoutbox/receipt"
 	"github.com/oceanway/pgoutbox/wire"

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/oceanway/pgoutbox/internal/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 )
 
 // The migrated database has the kernel schema, owned by outbox_owner (R-SEC-2).

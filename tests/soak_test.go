@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/oceanway/pgoutbox/consumer/reference"
-	"github.com/oceanway/pgoutbox/internal/soak"
-	"github.com/oceanway/pgoutbox/internal/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/soak"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 )
 
 // T-8 (short), R-AK-8, R-CO-1, R-AK-4: the bounded soak inside `make test`. 400 runs of the 13

@@ -1,10 +1,11 @@
 package tests
 
-// The DBA upgrade path (issue 13 §4, docs/migrations.md): released migrations are never edited,
-// and a database installed from the frozen baseline release r1 (sql/baseline/r1: the rendered
-// migrations 001..011 of commit 13ca4c5) and holding live state migrates to head with tern
-// without losing a delivery or rewriting history, and ends with the schema, grants and triggers
-// of a fresh install (docs/audit.txt, SPEC R-SEC-4).
+// The DBA upgrade path (issue 13 §4, issue 23 item 2, docs/migrations.md): released migrations
+// are frozen SQL, never edited (sql/001..011 are release r1, rendered once from commit 13ca4c5
+// and pinned by sql/released.sha256), and a database installed at r1 (tern to version 11) and
+// holding live state migrates to head with tern without losing a delivery or rewriting history,
+// and ends with the catalog of a fresh install - function bodies, columns, indexes, constraints,
+// triggers, views - and its grants (docs/audit.txt, SPEC R-SEC-4).
 //
 // The baseline phase talks to the r1 API with the SQL signatures r1 has (frozen here), never
 // through internal/pgcall, whose calls follow head.
@@ -30,18 +31,21 @@ import (
 	"github.com/oceanway/pgoutbox/internal/audit"
 	"github.com/oceanway/pgoutbox/internal/migrate"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testdb"
-	"github.com/oceanway/pgoutbox/internal/testfix"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 )
 
-// upBaseline is the frozen release the upgrade test starts from (docs/migrations.md).
-const upBaseline = "../sql/baseline/r1"
+// upReleased pins the released migrations (docs/migrations.md).
+const upReleased = "../sql/released.sha256"
 
-// Rule 1 of docs/migrations.md: a released migration is never edited. The templates of release
-// r1 are pinned by sha256 in the baseline's MANIFEST.sha256.
+// upR1Version is release r1's last migration: an r1 database is tern version 11.
+const upR1Version = 11
+
+// Rule 1 of docs/migrations.md: a released migration is never edited. Release r1's migrations
+// are frozen SQL pinned by sha256 in sql/released.sha256; none of them is a template any more.
 func TestUpgradeReleasedMigrationsUnchanged(t *testing.T) {
 	t.Parallel()
-	f, err := os.Open(upBaseline + "/MANIFEST.sha256")
+	f, err := os.Open(upReleased)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +64,9 @@ func TestUpgradeReleasedMigrationsUnchanged(t *testing.T) {
 		b, err := fs.ReadFile(migrate.FS(), parts[1])
 		if err != nil {
 			t.Fatalf("released migration %s: %v", parts[1], err)
+		}
+		if bytes.Contains(b, []byte("{{")) {
+			t.Errorf("released migration %s includes a template: a released migration is frozen SQL, it never renders today's files", parts[1])
 		}
 		sum := sha256.Sum256(b)
 		if hex.EncodeToString(sum[:]) != parts[0] {
@@ -94,7 +101,7 @@ func upFreshDatabase(t *testing.T) string {
 }
 
 // upClaim claims with r1's claim_deliveries signature.
-// upInstallR1 applies release r1 (sql/baseline/r1, its 11 migrations) with tern to conn's
+// upInstallR1 applies release r1 (the frozen migrations 001..011 of sql/) with tern to conn's
 // empty database.
 func upInstallR1(t *testing.T, conn *pgx.Conn) {
 	t.Helper()
@@ -103,14 +110,14 @@ func upInstallR1(t *testing.T, conn *pgx.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.LoadMigrations(os.DirFS(upBaseline)); err != nil {
+	if err := m.LoadMigrations(migrate.FS()); err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Migrations) != 11 {
-		t.Fatalf("baseline r1 has %d migrations, want 11", len(m.Migrations))
+	if len(m.Migrations) <= upR1Version {
+		t.Fatalf("sql/ has %d migrations, want more than release r1's %d", len(m.Migrations), upR1Version)
 	}
-	if err := m.Migrate(ctx); err != nil {
-		t.Fatalf("install baseline r1: %v", err)
+	if err := m.MigrateTo(ctx, upR1Version); err != nil {
+		t.Fatalf("install release r1: %v", err)
 	}
 }
 
@@ -372,6 +379,10 @@ func TestUpgradeFromBaselineR1(t *testing.T) {
 	}
 	if v, err := head.GetCurrentVersion(ctx); err != nil || int(v) != len(head.Migrations) || v <= 11 {
 		t.Fatalf("version after upgrade %d (%v), want %d", v, err, len(head.Migrations))
+	}
+	// R-PV-1: the upgrade registered the projection version the active set targets, as active.
+	if got := pvVersions(t, conn); got != "operations_timeline@1:active:unknown" {
+		t.Fatalf("projection versions after the upgrade: %q, want operations_timeline@1:active:unknown", got)
 	}
 	upgraded := upState(t, conn)
 	for what, rows := range before {

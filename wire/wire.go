@@ -98,6 +98,11 @@ const (
 	// (SignRequest). The body-only form "sha256=<hex HMAC-SHA256(secret, body)>" (Sign) is
 	// obsolete: it can be replayed at any time; a consumer accepts it only when configured to.
 	HeaderSignature = "Pgoutbox-Signature"
+	// HeaderSignatureV1 carries the v1 signature while a destination's signature setting is
+	// "both" (an upgrade window): HeaderSignature then holds the obsolete body-only form for
+	// consumers not yet upgraded, and this header the v1 form. A consumer that knows v1 checks
+	// this header when present (docs/transport-http.md, "Upgrading the signature").
+	HeaderSignatureV1 = "Pgoutbox-Signature-V1"
 )
 
 // SignatureVersion tags the signing string of the current HMAC scheme.
@@ -120,6 +125,14 @@ var SignedHeaders = []string{HeaderDestination, HeaderConsumer, HeaderEventID, H
 // outside the consumer's window.
 func SigningString(timestamp int64, h http.Header, body []byte) []byte {
 	sum := sha256.Sum256(body)
+	return SigningStringDigest(timestamp, h, hex.EncodeToString(sum[:]))
+}
+
+// SigningStringDigest is SigningString with the body given by its lower-case hex SHA-256. The
+// dispatcher's body is the canonical envelope whose digest is HeaderEnvelopeSHA256, so a
+// receiver can check the MAC against that header value before it reads the body, then check
+// that the body hashes to it.
+func SigningStringDigest(timestamp int64, h http.Header, bodySHA256Hex string) []byte {
 	b := make([]byte, 0, 512)
 	b = append(b, SignatureVersion...)
 	b = append(b, '\n')
@@ -129,13 +142,20 @@ func SigningString(timestamp int64, h http.Header, body []byte) []byte {
 		b = append(b, h.Get(name)...)
 	}
 	b = append(b, '\n')
-	return hex.AppendEncode(b, sum[:])
+	return append(b, bodySHA256Hex...)
 }
 
 // RequestMAC is the v1 MAC: HMAC-SHA256(secret, SigningString(timestamp, h, body)).
 func RequestMAC(secret []byte, timestamp int64, h http.Header, body []byte) []byte {
 	m := hmac.New(sha256.New, secret)
 	m.Write(SigningString(timestamp, h, body))
+	return m.Sum(nil)
+}
+
+// RequestMACDigest is RequestMAC for a body known by its lower-case hex SHA-256.
+func RequestMACDigest(secret []byte, timestamp int64, h http.Header, bodySHA256Hex string) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write(SigningStringDigest(timestamp, h, bodySHA256Hex))
 	return m.Sum(nil)
 }
 
@@ -209,10 +229,12 @@ func SetHeaders(h http.Header, d Delivery) {
 	}
 }
 
-// Sign returns the obsolete body-only HeaderSignature value for body under secret: "sha256="
+// Sign returns the legacy body-only HeaderSignature value for body under secret: "sha256="
 // followed by the lower-case hex HMAC-SHA256 of the body. It covers neither time, destination
-// nor attempt (a captured request can be replayed); the dispatcher no longer sends it and the
-// consumer kit accepts it only with Config.AcceptBodyOnlySignature. Use SignRequest.
+// nor attempt (a captured request can be replayed): the dispatcher sends it only to a
+// destination configured with signature = "both" or "body-sha256" (an upgrade window), and the
+// consumer kit accepts it only with Config.AcceptBodyOnlySignature. New code signs with
+// SignRequest.
 func Sign(secret, body []byte) string {
 	return "sha256=" + hex.EncodeToString(BodyMAC(secret, body))
 }

@@ -14,6 +14,7 @@
 //	    with the receipt package → ackBatch, until every event is published.
 //	p2: the same workers start together with -producers goroutines that append the n events in
 //	    transactions of -tx; the run ends when all n are published.
+//	p3, p3c: end to end over HTTP with the real dispatcher and consumer kit (p3.go).
 //	p6: appends only (SPEC §12a P-6): -producers goroutines, each on its own connection as
 //	    outbox_producer, append the n events with producer.AppendMany (one append_events call
 //	    per transaction of -tx); no dispatcher. Compared with riverbench -mode insertmany.
@@ -74,13 +75,17 @@ type options struct {
 	keep                 bool
 	top                  int
 	budget               bool
+	// p3 / p3c
+	concurrency, prefetch, dbConns, consumerConns int
+	cpuProfile                                    string
+	flush                                         time.Duration
 }
 
 func main() {
 	var o options
 	flag.StringVar(&o.server, "server", os.Getenv("DATABASE_URL"), "superuser URL of the cluster's maintenance database")
 	flag.StringVar(&o.dbName, "db", "pgoutbox_bench_sbs", "database to (re)create and migrate")
-	flag.StringVar(&o.mode, "mode", "p1", "p1 (pre-appended backlog), p2 (producers appending concurrently) or p6 (appends only)")
+	flag.StringVar(&o.mode, "mode", "p1", "p1 (pre-appended backlog), p2 (producers appending concurrently), p6 (appends only), p3 or p3c (end to end over HTTP: dispatcher + consumer kit; backlog / concurrent appends)")
 	flag.IntVar(&o.n, "n", 5000, "events (one delivery each)")
 	flag.IntVar(&o.payload, "payload", 400, "size in bytes of each event's payload object (River comparison: 400; product's usual: 1024)")
 	flag.IntVar(&o.workers, "workers", 2, "dispatcher worker connections")
@@ -93,6 +98,12 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the database afterwards")
 	flag.BoolVar(&o.budget, "budget", true, "collect the per-statement budget (false: pg_stat_statements.track and track_functions off in the bench database, to see their overhead)")
 	flag.IntVar(&o.top, "top", 15, "STMT and FUNC lines of the budget (top statements by total time, functions by self time)")
+	flag.IntVar(&o.concurrency, "concurrency", 64, "p3/p3c: the dispatcher's concurrency (HTTP requests in flight)")
+	flag.IntVar(&o.prefetch, "prefetch", 100, "p3/p3c: the dispatcher's prefetch (deliveries claimed ahead)")
+	flag.IntVar(&o.dbConns, "db-conns", 16, "p3/p3c: the dispatcher's db_max_conns")
+	flag.IntVar(&o.consumerConns, "consumer-conns", 16, "p3/p3c: connections of the consumer kit's pool")
+	flag.DurationVar(&o.flush, "flush", 2*time.Millisecond, "p3/p3c: the dispatcher's outcome_flush_interval")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "p3/p3c: write a Go CPU profile of the measured phase (dispatcher + consumer kit) to this file")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -141,8 +152,10 @@ func run(ctx context.Context, o options) (string, error) {
 	if o.server == "" {
 		return "", errors.New("-server (or DATABASE_URL) is required")
 	}
-	if o.mode != "p1" && o.mode != "p2" && o.mode != "p6" {
-		return "", fmt.Errorf("unknown -mode %q (p1, p2 or p6)", o.mode)
+	switch o.mode {
+	case "p1", "p2", "p6", "p3", "p3c":
+	default:
+		return "", fmt.Errorf("unknown -mode %q (p1, p2, p6, p3 or p3c)", o.mode)
 	}
 	if err := selfCheck(); err != nil {
 		return "", err
@@ -177,6 +190,9 @@ func run(ctx context.Context, o options) (string, error) {
 	}
 	if o.mode == "p6" {
 		return appendOnly(ctx, admin, prods, o)
+	}
+	if o.mode == "p3" || o.mode == "p3c" {
+		return runP3(ctx, o, dsn, admin, prods)
 	}
 	disps := make([]*pgx.Conn, o.workers)
 	for i := range disps {

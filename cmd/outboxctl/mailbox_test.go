@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 )
 
 // R-MX-8, R-MX-12: `outboxctl mailbox status` shows the pipeline (as outbox_auditor) with the rows

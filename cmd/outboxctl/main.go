@@ -3,7 +3,7 @@
 // status. It only calls the kernel's SQL functions and reads its views.
 //
 //	outboxctl [-db URL] release register FILE [-source-release NAME]
-//	outboxctl [-db URL] release register-reference
+//	outboxctl [-db URL] release register-reference | register-observations
 //	outboxctl [-db URL] release activate VERSION SCHEMA ALGORITHM DIGEST | activate-reference
 //	outboxctl [-db URL] release list
 //	outboxctl [-db URL] audit
@@ -12,9 +12,11 @@
 //	outboxctl [-db URL] archive run [-older-than DUR] [-max-rows N] [-batches K] | verify RUN_ID
 //	outboxctl [-db URL] archive holds list | set EVENT_ID REASON | release EVENT_ID
 //	outboxctl [-db URL] proof take [-inbox-db URL] [SCOPE_JSON] | check MANIFEST_ID | show MANIFEST_ID | search KIND ID
-//	outboxctl [-db URL] serve [-listen 127.0.0.1:8089]
+//	outboxctl [-db URL] serve [-listen 127.0.0.1:8089] [-operator] [-show-payloads]
 //	outboxctl [-db URL] bootstrap SOURCE VERSION SCHEMA ALGORITHM DIGEST [-max-rows N] [-once]
 //	outboxctl [-db URL] mailbox status SOURCE | mailbox resolve SOURCE MSG_ID RESOLUTION NOTE
+//	outboxctl [-db URL] projection list | register NAME VERSION DIGEST | rows NAME VERSION RELATION | build NAME VERSION | digest NAME VERSION | compare NAME A B
+//	outboxctl [-db URL] projection progress BUILD | freeze BUILD TOKEN | pause DEST REASON | resume DEST | cutover BUILD TOKEN V S ALG DIGEST | proof ID | boundary ID | retire NAME V | drop NAME V
 //
 // The database URL comes from -db, else PGOUTBOX_URL, else DATABASE_URL.
 package main
@@ -34,6 +36,8 @@ const usage = `usage: outboxctl [-db URL] COMMAND
 commands:
   release register FILE [SOURCE_RELEASE]   compute the digest of FILE and register it (as outbox_registrar)
   release register-reference               register the OceanWay first release shipped in sql/releases/
+  release register-observations            register the reference observation schemas (request_attempt@1,
+                                           error_occurrence@1) and the reference observation projector
   release activate VERSION SCHEMA ALGORITHM DIGEST
   release activate-reference               activate the reference release (registering it if needed)
   release list                             registered definitions with status
@@ -56,10 +60,28 @@ commands:
   proof show MANIFEST_ID                   print the CompletenessProofManifest@1 document
   proof search KIND ID                     exact-id search (eventId, operationId, correlationId, runId,
                                            reservationId, causationId)
-  serve [-listen 127.0.0.1:8089]           read-only status page /status and read-model /metrics (as outbox_auditor)
+  serve [-listen 127.0.0.1:8089] [-operator] [-show-payloads]
+                                           status page /status, read-model /metrics and operator console /console
+                                           (as outbox_auditor; -operator adds the audited redeliver as outbox_operator)
   bootstrap SOURCE VERSION SCHEMA ALGORITHM DIGEST [-max-rows 10000] [-once]
                                            import a legacy event table (as outbox_owner; docs/migrations.md)
   mailbox status SOURCE | mailbox resolve SOURCE MSG_ID RESOLUTION NOTE   mailbox pipeline (docs/mailbox.md)
+  projection list                          registered projection versions, state, content rows, latest build
+  projection register NAME VERSION DIGEST  register a version (semantic definition digest or unknown; as outbox_registrar)
+  projection rows NAME VERSION RELATION    name the relation of a version's content rows (row_key, row_document)
+  projection build NAME VERSION            start a shadow build (as outbox_projector); prints its id and token
+  projection digest NAME VERSION           the version's content digest (as outbox_auditor)
+  projection compare NAME A B              compare two versions: digests, rows, receipt anti-join, gaps, quarantine
+  projection progress BUILD                a build's state with a progress bar (built / remaining, lag)
+  projection freeze BUILD TOKEN            freeze the cutover boundary (prints the boundary and the new token)
+  projection pause DEST REASON | resume DEST
+                                           pause / resume claims of a destination (audited)
+  projection cutover BUILD TOKEN VERSION SCHEMA ALGORITHM DIGEST
+                                           switch (or roll back) to the build's version and activate that delivery set:
+                                           switched, or blocked with its reasons (the readiness proof is written either way)
+  projection proof ID | boundary ID        print a CutoverReadinessProof@1 / CutoverCandidateBoundary@1
+  projection retire NAME VERSION | drop NAME VERSION
+                                           retire a version (OB809 while targeted or the rollback target) / drop its rows
 `
 
 func main() {
@@ -116,6 +138,8 @@ func run(ctx context.Context, dsn string, args []string, out io.Writer) error {
 		return runServe(ctx, dsn, args[1:], out)
 	case "mailbox":
 		return runMailbox(ctx, dsn, args[1:], out)
+	case "projection":
+		return runProjection(ctx, dsn, args[1:], out)
 	}
 	return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
 }

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/oceanway/pgoutbox/internal/testdb"
-	"github.com/oceanway/pgoutbox/internal/testfix"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 )
 
 // R-OP-2, R-OP-3: outboxctl proof take / check / show / search as outbox_auditor.

@@ -36,6 +36,30 @@ func runRelease(ctx context.Context, dsn string, args []string, out io.Writer) e
 		return errUsage
 	}
 	switch args[0] {
+	case "register-observations":
+		if len(args) != 1 {
+			return errUsage
+		}
+		r, err := release.LoadReferenceObservations()
+		if err != nil {
+			return err
+		}
+		conn, err := connectAs(ctx, dsn, "outbox_registrar")
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		digests, err := release.RegisterObservations(ctx, conn, r)
+		if err != nil {
+			return err
+		}
+		for i, s := range r.ObservationSchemas {
+			fmt.Fprintf(out, "observation schema %s@%d %s\n", s.ObservationType, s.ObservationSchemaVersion, digests[i])
+		}
+		for _, p := range r.Projectors {
+			fmt.Fprintf(out, "observation projector %s %s@%d\n", p.ConsumerName, p.ProjectionName, p.ProjectionVersion)
+		}
+		return nil
 	case "register", "register-reference", "activate-reference":
 		var doc json.RawMessage
 		var err error

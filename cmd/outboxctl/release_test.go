@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 )
 
 // R-DS-4, R-DS-5, R-SEC-4: outboxctl registers (computing the digest itself), activates and
@@ -60,5 +60,45 @@ func TestReleaseCommands(t *testing.T) {
 	}
 	if err := run(ctx, dsn, []string{"release", "frobnicate"}, &out); !errors.Is(err, errUsage) {
 		t.Fatalf("bad usage: %v", err)
+	}
+}
+
+// R-OB-1, issue 22 item 4: the reference observation schemas and projector are registered from
+// the reference release (the kernel's migrations carry none); registering again is a no-op with
+// the same digests.
+func TestReleaseRegisterObservations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := testdb.URL(t)
+	admin := testdb.Conn(t, dsn, "")
+	var before int
+	if err := admin.QueryRow(ctx, `SELECT count(*) FROM intake.observation_schemas`).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	if before != 0 {
+		t.Fatalf("a migrated kernel has %d observation schemas, want none", before)
+	}
+	var out, again bytes.Buffer
+	if err := run(ctx, dsn, []string{"release", "register-observations"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"observation schema request_attempt@1 ", "observation schema error_occurrence@1 ",
+		"observation projector observation_projector observation_log@1"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if err := run(ctx, dsn, []string{"release", "register-observations"}, &again); err != nil {
+		t.Fatal(err)
+	}
+	if again.String() != out.String() {
+		t.Fatalf("second registration differs:\n%s\nvs\n%s", again.String(), out.String())
+	}
+	var schemas, projectors int
+	if err := admin.QueryRow(ctx, `SELECT (SELECT count(*) FROM intake.observation_schemas), (SELECT count(*) FROM intake.observation_projectors)`).Scan(&schemas, &projectors); err != nil {
+		t.Fatal(err)
+	}
+	if schemas != 2 || projectors != 1 {
+		t.Fatalf("%d schemas, %d projectors registered", schemas, projectors)
 	}
 }

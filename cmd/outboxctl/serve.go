@@ -18,17 +18,24 @@ import (
 	"github.com/oceanway/pgoutbox/internal/readmodel"
 )
 
-// runServe serves the read-only status page (GET /status, with the exact-id search box) and the
-// read-model gauges (GET /metrics) as outbox_auditor (SPEC R-OP-4, R-OP-3). It refuses to start
-// when the session could execute any kernel write function: auditor credentials only.
+// runServe serves the read-only status page (GET /status, with the exact-id search box), the
+// read-model gauges (GET /metrics) and the operator console (/console) as outbox_auditor (SPEC
+// R-OP-4, R-OP-3; issue 25). It refuses to start when the read session could execute any kernel
+// write function: auditor credentials only. With -operator it opens a second pool as
+// outbox_operator (the same login must be a member of both roles) and enables the console's one
+// write action, the audited, CSRF-protected redeliver of R-AK-10; that pool must be able to run
+// the recovery and no other write function. -show-payloads lets the event page show a payload
+// on explicit request (hidden by default).
 //
-//	outboxctl serve [-listen 127.0.0.1:8089]
+//	outboxctl serve [-listen 127.0.0.1:8089] [-operator] [-show-payloads]
 func runServe(ctx context.Context, dsn string, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	listen := fs.String("listen", "127.0.0.1:8089", "address of the status page")
+	operator := fs.Bool("operator", false, "enable the console's redeliver action with an outbox_operator session")
+	payloads := fs.Bool("show-payloads", false, "allow the event page to show a payload on explicit request")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
-		return fmt.Errorf("%w: serve takes only -listen ADDR", errUsage)
+		return fmt.Errorf("%w: serve takes only -listen ADDR, -operator, -show-payloads", errUsage)
 	}
 	pc, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -47,14 +54,37 @@ func runServe(ctx context.Context, dsn string, args []string, out io.Writer) err
 	if err := readmodel.CheckAuditorOnly(ctx, pool); err != nil {
 		return err
 	}
+	handler := &readmodel.Server{DB: pool, Gauges: readmodel.NewGauges(), ShowPayloads: *payloads}
+	mode := "read-only, outbox_auditor"
+	if *operator {
+		oc, err := pgxpool.ParseConfig(dsn)
+		if err != nil {
+			return fmt.Errorf("database URL: %w", err)
+		}
+		oc.MaxConns = 2
+		oc.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			_, err := c.Exec(ctx, "SET ROLE outbox_operator")
+			return err
+		}
+		opool, err := pgxpool.NewWithConfig(ctx, oc)
+		if err != nil {
+			return fmt.Errorf("connect as operator: %w", err)
+		}
+		defer opool.Close()
+		if err := readmodel.CheckOperatorOnly(ctx, opool); err != nil {
+			return err
+		}
+		handler.Operator = opool
+		mode = "outbox_auditor reads, redeliver as outbox_operator"
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	srv := &http.Server{Handler: &readmodel.Server{DB: pool, Gauges: readmodel.NewGauges(), Logger: log},
-		ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 60 * time.Second}
-	fmt.Fprintf(out, "serving http://%s/status (read-only, outbox_auditor)\n", ln.Addr())
+	handler.Logger = log
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 60 * time.Second}
+	fmt.Fprintf(out, "serving http://%s/status and /console (%s)\n", ln.Addr(), mode)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

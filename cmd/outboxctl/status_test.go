@@ -11,8 +11,8 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/testdb"
-	"github.com/oceanway/pgoutbox/internal/testfix"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 )
 
 const statusEventType = "execution.attempt-eligibility.finalized@1" // → metering_input_processor
@@ -50,9 +50,8 @@ func TestStatusOutput(t *testing.T) {
 	dsn := testdb.URL(t)
 	admin := testdb.Conn(t, dsn, "")
 	testfix.ActivateReference(t, admin)
-	var ids []string
 	for i := 0; i < 4; i++ {
-		ids = append(ids, testfix.Append(t, admin, testfix.Envelope(statusEventType, "1", "agg-status", int64(i+1))))
+		testfix.Append(t, admin, testfix.Envelope(statusEventType, "1", "agg-status", int64(i+1)))
 	}
 	disp := testdb.Conn(t, dsn, "outbox_dispatcher")
 	claim := func() pgcall.ClaimedDelivery {

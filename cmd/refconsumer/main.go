@@ -103,6 +103,11 @@ func run(args []string) error {
 	maxUnauth := fs.Int("max-unauthenticated-reads", 4, "request bodies read at once before their HMAC signature is checked")
 	window := fs.Duration("signature-window", 5*time.Minute, "a signature whose timestamp is further from now is stale; accepted signatures are remembered this long (replays refused)")
 	bodyOnly := fs.Bool("accept-body-only-signature", false, "also accept the obsolete replayable body-only signature (migration only)")
+	oneTrip := fs.Bool("one-round-trip", true, "recorder consumers apply through consumer.Config.Mutate: one database round trip per delivery (false: Apply in a transaction)")
+	headerTimeout := fs.Duration("read-header-timeout", 5*time.Second, "time a client has to send the request line and headers")
+	unauthGrace := fs.Duration("unauthenticated-read-grace", 2*time.Second, "body-only signature: time allowed for a body read before authentication, on top of the minimum rate")
+	unauthRate := fs.Int64("min-unauthenticated-body-rate", 64<<10, "body-only signature: minimum bytes/s of a body read before authentication")
+	unauthStall := fs.Duration("unauthenticated-stall", 250*time.Millisecond, "body-only signature: a read that received nothing this long loses its slot to a waiting request")
 	logLevel := fs.String("log-level", env("REFCONSUMER_LOG_LEVEL", "info"), "debug|info|warn|error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -120,6 +125,13 @@ func run(args []string) error {
 	}
 	if *maxUnauth < 1 || *maxUnauth > 1024 {
 		return fmt.Errorf("-max-unauthenticated-reads %d out of range 1..1024", *maxUnauth)
+	}
+	if *headerTimeout < 100*time.Millisecond || *headerTimeout > time.Minute {
+		return fmt.Errorf("-read-header-timeout %s out of range 100ms..1m", *headerTimeout)
+	}
+	if *unauthGrace < 100*time.Millisecond || *unauthGrace > time.Minute || *unauthRate < 1024 ||
+		*unauthStall < 10*time.Millisecond || *unauthStall > time.Minute {
+		return errors.New("-unauthenticated-read-grace (100ms..1m), -min-unauthenticated-body-rate (>= 1024) or -unauthenticated-stall (10ms..1m) out of range")
 	}
 	if *window < time.Second || *window > time.Hour {
 		return fmt.Errorf("-signature-window %s out of range 1s..1h", *window)
@@ -140,7 +152,8 @@ func run(args []string) error {
 		}
 		o := serveOptions{spec: spec, role: *role, grantTo: *grantTo, install: *install,
 			maxConcurrent: *maxConc, insecure: *insecure, maxBodyBytes: *maxBody, maxUnauthReads: *maxUnauth,
-			signatureWindow: *window, acceptBodyOnly: *bodyOnly}
+			signatureWindow: *window, acceptBodyOnly: *bodyOnly, unauthGrace: *unauthGrace,
+			unauthRate: *unauthRate, unauthStall: *unauthStall, oneRoundTrip: *oneTrip}
 		if r := firstNonEmpty(roles[name], os.Getenv(envName(name, "ROLE"))); r != "" {
 			o.role, o.grantTo = r, r
 		}
@@ -168,7 +181,7 @@ func run(args []string) error {
 	}
 	defer srv.close()
 
-	hs := &http.Server{Addr: *listen, Handler: srv.mux(), ReadHeaderTimeout: 10 * time.Second,
+	hs := &http.Server{Addr: *listen, Handler: srv.mux(), ReadHeaderTimeout: *headerTimeout,
 		ReadTimeout: 60 * time.Second, WriteTimeout: 120 * time.Second, IdleTimeout: 120 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.ListenAndServe() }()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oceanway/pgoutbox/consumer"
@@ -29,6 +30,10 @@ type serveOptions struct {
 	maxUnauthReads  int
 	signatureWindow time.Duration
 	acceptBodyOnly  bool
+	unauthGrace     time.Duration
+	unauthRate      int64
+	unauthStall     time.Duration
+	oneRoundTrip    bool
 }
 
 // errDatabaseDown is what a gated pool answers while its monitor sees the database down; the
@@ -48,6 +53,27 @@ func (g *gatedPool) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, er
 	}
 	return g.pool.BeginTx(ctx, opts)
 }
+
+// SendBatch: the one-round-trip path (consumer.Config.Mutate).
+func (g *gatedPool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if !g.up.Load() {
+		return errBatch{errDatabaseDown}
+	}
+	return g.pool.SendBatch(ctx, b)
+}
+
+// errBatch is the results of a batch that was never sent.
+type errBatch struct{ err error }
+
+func (e errBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, e.err }
+func (e errBatch) Query() (pgx.Rows, error)         { return nil, e.err }
+func (e errBatch) QueryRow() pgx.Row                { return errRow(e) }
+func (e errBatch) Close() error                     { return e.err }
+func (e errBatch) Tx() pgx.Tx                       { return nil }
+
+type errRow struct{ err error }
+
+func (e errRow) Scan(...any) error { return e.err }
 
 type served struct {
 	opts      serveOptions
@@ -86,6 +112,9 @@ func newServer(ctx context.Context, log *slog.Logger, opts []serveOptions) (*ser
 		}
 		gate := &gatedPool{pool: pool}
 		kc := o.spec.Config(gate)
+		if o.oneRoundTrip {
+			kc = o.spec.MutateConfig(gate) // one database round trip per delivery where the consumer only writes
+		}
 		kc.Role = o.role
 		kc.HMACSecret = []byte(o.secret)
 		kc.BearerToken = o.token
@@ -93,6 +122,7 @@ func newServer(ctx context.Context, log *slog.Logger, opts []serveOptions) (*ser
 		kc.MaxConcurrent = o.maxConcurrent
 		kc.MaxBodyBytes, kc.MaxUnauthenticatedReads = o.maxBodyBytes, o.maxUnauthReads
 		kc.SignatureWindow, kc.AcceptBodyOnlySignature = o.signatureWindow, o.acceptBodyOnly
+		kc.UnauthenticatedReadGrace, kc.MinUnauthenticatedBodyRate, kc.UnauthenticatedStall = o.unauthGrace, o.unauthRate, o.unauthStall
 		kc.Logger = log
 		kit, err := consumer.New(kc)
 		if err != nil {

@@ -66,3 +66,21 @@ CREATE TABLE IF NOT EXISTS __schema__.effects (
 CREATE TABLE IF NOT EXISTS __schema__.operation_locks (
     operation_id text PRIMARY KEY
 );
+
+-- The projection's content rows for outbox.projection_digest (SPEC R-PV-4): every projected row
+-- with a key, without apply times (projected_at, received_at) and without the double-effect
+-- counters; a wallet-first reservation's pending row counts only while it is unlinked (once
+-- linked, the operation holds the reservation, as when the run arrived first), so two builds of
+-- the same sources in any arrival order have one digest.
+-- Register it per version: outbox.register_projection_rows('operations_timeline', V,
+-- '<schema>.projection_rows'), after GRANT SELECT ON it TO outbox_owner.
+CREATE OR REPLACE VIEW __schema__.projection_rows AS
+SELECT 'operation:' || o.operation_id AS row_key, pg_catalog.to_jsonb(o) - 'projected_at' AS row_document
+  FROM __schema__.operations AS o
+UNION ALL
+SELECT 'timeline:' || t.event_id::text, pg_catalog.to_jsonb(t) - 'projected_at'
+  FROM __schema__.operation_timeline AS t
+UNION ALL
+SELECT 'pending:' || p.event_id::text, pg_catalog.to_jsonb(p) - 'received_at' - 'linked_at' - 'linked_run_id'
+  FROM __schema__.pending_unlinked_reservations AS p
+ WHERE p.linked_at IS NULL;

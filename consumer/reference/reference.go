@@ -72,6 +72,7 @@ type Spec struct {
 	Schema string
 	ddl    string
 	apply  func(s Spec, schema string) consumer.ApplyFunc
+	mutate func(s Spec, schema string) consumer.MutateFunc // nil: Apply only (it reads)
 }
 
 // All returns the four reference consumers.
@@ -89,19 +90,19 @@ func All() []Spec {
 			ConsumerName: MeteringInputProcessorConsumer, Destination: "metering_input_processor",
 			Kind:   receipt.MeteringInputProcessor,
 			Events: []consumer.EventKey{ExecutionAttemptEligibility, GatewayEvidenceAvailability},
-			Schema: "refconsumer_metering_input", ddl: recorderDDL, apply: recorderApply,
+			Schema: "refconsumer_metering_input", ddl: recorderDDL, apply: recorderApply, mutate: recorderMutate,
 		},
 		{
 			ConsumerName: BillingFinalizationCoordinatorConsumer, Destination: "billing_finalization_coordinator",
 			Kind:   receipt.BillingFinalizationCoordinator,
 			Events: []consumer.EventKey{ExecutionRunFinalizationClosed, BillingReconciliationResolution},
-			Schema: "refconsumer_billing_finalization", ddl: recorderDDL, apply: recorderApply,
+			Schema: "refconsumer_billing_finalization", ddl: recorderDDL, apply: recorderApply, mutate: recorderMutate,
 		},
 		{
 			ConsumerName: BillingSettlementCatchUpConsumer, Destination: "billing_settlement_catch_up",
 			Kind:   receipt.BillingSettlementCatchUp,
 			Events: []consumer.EventKey{MeteringSettlementInput},
-			Schema: "refconsumer_billing_settlement", ddl: recorderDDL, apply: recorderApply,
+			Schema: "refconsumer_billing_settlement", ddl: recorderDDL, apply: recorderApply, mutate: recorderMutate,
 		},
 	}
 }
@@ -155,6 +156,20 @@ func (s Spec) Config(pool consumer.TxBeginner) consumer.Config {
 	}
 }
 
+// OneRoundTrip reports whether this consumer has a Mutate form (its application only writes).
+func (s Spec) OneRoundTrip() bool { return s.mutate != nil }
+
+// MutateConfig is Config with the consumer's Mutate form instead of Apply (one database round
+// trip per delivery, consumer.MutateFunc); pool must also be a consumer.Batcher. Consumers
+// without a Mutate form (the operations projector reads while it applies) get Config's Apply.
+func (s Spec) MutateConfig(pool consumer.TxBeginner) consumer.Config {
+	cfg := s.Config(pool)
+	if s.mutate != nil {
+		cfg.Apply, cfg.Mutate = nil, s.mutate(s, pgx.Identifier{s.Schema}.Sanitize())
+	}
+	return cfg
+}
+
 // New returns the kit for this consumer over pool; edit (optional) adjusts the configuration
 // first (authentication, Role, Logger, limits).
 func (s Spec) New(pool consumer.TxBeginner, edit func(*consumer.Config)) (*consumer.Consumer, error) {
@@ -187,6 +202,22 @@ ON CONFLICT (event_id) DO NOTHING`,
 		if err := countEffect(ctx, tx, schema, ev); err != nil {
 			return nil, err
 		}
+		return consumer.ReceiptFields{"consumerOutcome": "recorded"}, nil
+	}
+}
+
+// recorderMutate is recorderApply as queued statements (the same two writes).
+func recorderMutate(_ Spec, schema string) consumer.MutateFunc {
+	insert := `INSERT INTO ` + schema + `.received_events
+    (event_id, event_type, event_schema_version, aggregate_id, aggregate_revision, envelope_sha256, occurred_at)
+VALUES ($1::uuid, $2::text, $3::text, $4::text, $5::bigint, $6::text, $7::timestamptz)
+ON CONFLICT (event_id) DO NOTHING`
+	effect := `INSERT INTO ` + schema + `.effects AS e (event_id, event_type, applied_count)
+VALUES ($1::uuid, $2::text, 1)
+ON CONFLICT (event_id) DO UPDATE SET applied_count = e.applied_count + 1`
+	return func(ev consumer.Event, q *consumer.Queue) (consumer.ReceiptFields, error) {
+		q.Exec(insert, ev.EventID, ev.EventType, ev.EventSchemaVersion, ev.AggregateID, ev.AggregateRevision, ev.EnvelopeSHA256, ev.OccurredAt)
+		q.Exec(effect, ev.EventID, ev.EventType)
 		return consumer.ReceiptFields{"consumerOutcome": "recorded"}, nil
 	}
 }

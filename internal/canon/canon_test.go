@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/oceanway/pgoutbox/internal/vectors"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/vectors"
 )
 
 func readFile(t testing.TB, path string) []byte {

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/oceanway/pgoutbox/internal/vectors"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/vectors"
 )
 
 // D-2, T-6: canonicalization is idempotent, its output is valid JSON, and every rejection wraps

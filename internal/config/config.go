@@ -44,6 +44,14 @@ const (
 	AuthToken  = "token"  // jetstream: NATS token authentication
 )
 
+// Signature forms of an http destination with auth = "hmac" (docs/transport-http.md,
+// "Upgrading the signature").
+const (
+	SignatureV1         = "v1"          // Pgoutbox-Signature: t=…,v1=… (default)
+	SignatureBoth       = "both"        // Pgoutbox-Signature: sha256=… (body-only) and Pgoutbox-Signature-V1: t=…,v1=…
+	SignatureBodySHA256 = "body-sha256" // Pgoutbox-Signature: sha256=… only (a consumer that knows no other form)
+)
+
 // EnvPrefix prefixes every environment override (PGOUTBOX_BATCH_SIZE, …).
 const EnvPrefix = "PGOUTBOX_"
 
@@ -53,6 +61,7 @@ type Config struct {
 	WorkerName       string                 `toml:"worker_name"`
 	BatchSize        int                    `toml:"batch_size"`
 	Concurrency      int                    `toml:"concurrency"`
+	Prefetch         int                    `toml:"prefetch"`
 	Lease            time.Duration          `toml:"lease"`
 	LeaseRenewal     bool                   `toml:"lease_renewal"`
 	RenewFraction    float64                `toml:"renew_fraction"`
@@ -81,10 +90,16 @@ type Destination struct {
 	// http
 	URL              string `toml:"url"`
 	MaxResponseBytes int    `toml:"max_response_bytes"`
+	// Signature (auth = "hmac"): which signature forms a request carries (SignatureV1 default;
+	// SignatureBoth and SignatureBodySHA256 only for the upgrade window of docs/transport-http.md).
+	Signature string `toml:"signature"`
 	// jetstream
 	NATSURL string `toml:"nats_url"`
 	Subject string `toml:"subject"`
 	Stream  string `toml:"stream"`
+	// Concurrency bounds this destination's deliveries in the transport at once (0: only the
+	// global concurrency bounds them).
+	Concurrency int `toml:"concurrency"`
 	// http and jetstream
 	Timeout    time.Duration `toml:"timeout"`
 	Auth       string        `toml:"auth"`
@@ -117,6 +132,7 @@ func (s Secret) MarshalText() ([]byte, error) { return []byte("[REDACTED]"), nil
 var (
 	BatchSizeBounds        = intBounds{1, 1000}
 	ConcurrencyBounds      = intBounds{1, 16384}
+	PrefetchBounds         = intBounds{0, 1000}
 	RecoveryBatchBounds    = intBounds{1, 100000}
 	DBMaxConnsBounds       = intBounds{2, 500}
 	MaxResponseBytesBounds = intBounds{1 << 10, 16 << 20}
@@ -147,6 +163,7 @@ func Defaults() Config {
 		WorkerName:       worker,
 		BatchSize:        32,
 		Concurrency:      16,
+		Prefetch:         32,
 		Lease:            30 * time.Second,
 		LeaseRenewal:     true,
 		RenewFraction:    0.5,
@@ -171,6 +188,7 @@ func destinationDefaults(transport string) Destination {
 	case TransportHTTP:
 		d.Timeout = 10 * time.Second
 		d.MaxResponseBytes = 1 << 20
+		d.Signature = SignatureV1
 	case TransportJetStream:
 		d.Timeout = 5 * time.Second
 	}
@@ -271,6 +289,15 @@ func Parse(text string, env Env) (*Config, error) {
 	return &cfg, nil
 }
 
+// DestinationConcurrency is how many deliveries of destination name may be in its transport at
+// once: its own concurrency when set, otherwise the global one.
+func (c *Config) DestinationConcurrency(name string) int {
+	if n := c.Destinations[name].Concurrency; n > 0 {
+		return min(n, c.Concurrency)
+	}
+	return c.Concurrency
+}
+
 // Error lists every problem found; the dispatcher refuses to start on any.
 type Error struct{ Problems []error }
 
@@ -287,7 +314,7 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() []error { return e.Problems }
 
 func destinationKeysNotApplying(transport string) []string {
-	httpKeys := []string{"url", "max_response_bytes"}
+	httpKeys := []string{"url", "max_response_bytes", "signature"}
 	jsKeys := []string{"nats_url", "subject", "stream"}
 	netKeys := []string{"timeout", "auth", "secret_env", "secret_file"}
 	switch transport {
@@ -433,6 +460,7 @@ func (c *Config) Validate() []error {
 	}
 	checkInt("batch_size", c.BatchSize, BatchSizeBounds)
 	checkInt("concurrency", c.Concurrency, ConcurrencyBounds)
+	checkInt("prefetch", c.Prefetch, PrefetchBounds)
 	checkInt("recovery_batch", c.RecoveryBatch, RecoveryBatchBounds)
 	checkInt("db_max_conns", c.DBMaxConns, DBMaxConnsBounds)
 	checkDur("lease", c.Lease, LeaseBounds)
@@ -484,6 +512,9 @@ func (c *Config) validateDestination(name string, d Destination) []error {
 	if !literalRE.MatchString(name) || len(name) > 128 {
 		add(": destination name must match %s (exact literal, SPEC D-4)", literalRE)
 	}
+	if d.Concurrency < 0 || d.Concurrency > max(c.Concurrency, 1) {
+		add(".concurrency = %d is out of range [1, concurrency = %d] (0 or absent: only the global bound)", d.Concurrency, c.Concurrency)
+	}
 	network := func(auths ...string) {
 		if d.Timeout < TimeoutBounds.min || d.Timeout > TimeoutBounds.max {
 			add(".timeout = %s is out of range [%s, %s]", d.Timeout, TimeoutBounds.min, TimeoutBounds.max)
@@ -523,6 +554,12 @@ func (c *Config) validateDestination(name string, d Destination) []error {
 			add(".max_response_bytes = %d is out of range [%d, %d]", d.MaxResponseBytes, MaxResponseBytesBounds.min, MaxResponseBytesBounds.max)
 		}
 		network(AuthHMAC, AuthBearer)
+		switch {
+		case d.Signature != "" && d.Signature != SignatureV1 && d.Signature != SignatureBoth && d.Signature != SignatureBodySHA256:
+			add(".signature = %q: must be one of %s, %s, %s", d.Signature, SignatureV1, SignatureBoth, SignatureBodySHA256)
+		case d.Signature != "" && d.Signature != SignatureV1 && d.Auth != AuthHMAC:
+			add(".signature = %q: only for auth = \"hmac\"", d.Signature)
+		}
 	case TransportJetStream:
 		u, err := url.Parse(d.NATSURL)
 		switch {

@@ -62,6 +62,15 @@ func TestValidConfigAndDefaults(t *testing.T) {
 	if string(d.Secret.Bytes()) != secretValue {
 		t.Fatalf("secret not loaded")
 	}
+	// Issue 21 item 1 (D-5): claim-ahead of one batch by default; a destination without its own
+	// concurrency is bounded by the global one, one with it by its own.
+	if cfg.Prefetch != 32 || cfg.DestinationConcurrency("metering_input_processor") != 16 {
+		t.Fatalf("prefetch %d, destination concurrency %d", cfg.Prefetch, cfg.DestinationConcurrency("metering_input_processor"))
+	}
+	cfg, err = parse(t, base+"concurrency = 4\n", nil)
+	if err != nil || cfg.DestinationConcurrency("metering_input_processor") != 4 {
+		t.Fatalf("destination concurrency = 4: %v", err)
+	}
 }
 
 // R-DP-6, D-5: every bound refuses to start with a message naming the key, value and range.
@@ -102,6 +111,8 @@ func TestEachBoundRejectedWithClearMessage(t *testing.T) {
 		{"metrics_address port", `metrics_address = "127.0.0.1:70000"`, "port must be 0..65535"},
 		{"log_level", `log_level = "trace"`, `log_level = "trace": must be debug, info, warn or error`},
 		{"database_role", `database_role = "x; DROP"`, `database_role = "x; DROP": must be a plain role name`},
+		{"prefetch negative", `prefetch = -1`, "prefetch = -1 is out of range [0, 1000]"},
+		{"prefetch high", `prefetch = 1001`, "prefetch = 1001 is out of range [0, 1000]"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -145,6 +156,10 @@ func TestDestinationBoundsRejected(t *testing.T) {
 		{"jetstream bad url", "mode=\"development\"\n[destinations.d]\ntransport=\"jetstream\"\nnats_url=\"http://x:4222\"\nsubject=\"a.b\"\n", "must be a nats://, tls://, ws:// or wss:// URL"},
 		{"jetstream wildcard subject", "mode=\"development\"\n[destinations.d]\ntransport=\"jetstream\"\nnats_url=\"nats://x:4222\"\nsubject=\"a.*\"\n", `subject = "a.*": must be a literal NATS subject`},
 		{"jetstream bad stream", "mode=\"development\"\n[destinations.d]\ntransport=\"jetstream\"\nnats_url=\"nats://x:4222\"\nsubject=\"a.b\"\nstream=\"a.b\"\n", `.stream = "a.b": must match`},
+		{"http signature unknown", "mode=\"development\"\n[destinations.d]\ntransport=\"http\"\nurl=\"http://x\"\nauth=\"hmac\"\nsecret_env=\"METERING_SECRET\"\nsignature=\"sha512\"\n", `.signature = "sha512": must be one of v1, both, body-sha256`},
+		{"http signature without hmac", "mode=\"development\"\n[destinations.d]\ntransport=\"http\"\nurl=\"http://x\"\nauth=\"bearer\"\nsecret_env=\"METERING_SECRET\"\nsignature=\"both\"\n", `.signature = "both": only for auth = "hmac"`},
+		{"destination concurrency negative", "mode=\"development\"\n[destinations.d]\ntransport=\"http\"\nurl=\"http://x\"\nconcurrency=-1\n", "destinations.d.concurrency = -1 is out of range [1, concurrency = 16]"},
+		{"destination concurrency above the global one", "mode=\"development\"\nconcurrency=8\n[destinations.d]\ntransport=\"http\"\nurl=\"http://x\"\nconcurrency=9\n", "destinations.d.concurrency = 9 is out of range [1, concurrency = 8]"},
 		{"jetstream hmac", "mode=\"development\"\n[destinations.d]\ntransport=\"jetstream\"\nnats_url=\"nats://x:4222\"\nsubject=\"a.b\"\nauth=\"hmac\"\nsecret_env=\"METERING_SECRET\"\n", `.auth = "hmac": must be one of none, token`},
 	}
 	for _, c := range cases {

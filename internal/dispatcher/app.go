@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oceanway/pgoutbox/internal/config"
-	"github.com/oceanway/pgoutbox/internal/failpoint"
 	"github.com/oceanway/pgoutbox/internal/metrics"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/failpoint"
 	"github.com/oceanway/pgoutbox/internal/transport"
 	"github.com/oceanway/pgoutbox/wire"
 )

@@ -29,9 +29,9 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/config"
-	"github.com/oceanway/pgoutbox/internal/failpoint"
 	"github.com/oceanway/pgoutbox/internal/metrics"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/failpoint"
 	"github.com/oceanway/pgoutbox/internal/transport"
 	"github.com/oceanway/pgoutbox/receipt"
 	"github.com/oceanway/pgoutbox/wire"
@@ -72,8 +72,18 @@ type Dispatcher struct {
 	// (verifying or in the transport): while it is 0 no outcome group can grow, so an open group
 	// is recorded at once instead of waiting for outcome_flush_interval.
 	delivering atomic.Int64
-	out        outcomeBatchers
-	wg         sync.WaitGroup
+	// Pipeline (issue 21 item 1): up to concurrency + prefetch deliveries are claimed and not
+	// finished at once (the next batch is claimed while the current one is in flight); at most
+	// concurrency of them are in a transport call (sendSlots), at most the destination's
+	// concurrency per destination (destSlots). claimedBy counts each destination's claimed,
+	// unfinished deliveries: a destination with a full queue is left out of the next claim.
+	prefetch    int
+	sendSlots   chan struct{}
+	destSlots   map[string]chan struct{}
+	claimedBy   map[string]*atomic.Int64
+	inTransport atomic.Int64
+	out         outcomeBatchers
+	wg          sync.WaitGroup
 	// hard is cancelled when the shutdown grace has run out: in-flight transport calls abort and
 	// their deliveries are left to lease expiry.
 	hard       context.Context
@@ -100,13 +110,22 @@ func New(o Options) (*Dispatcher, error) {
 		cfg: o.Config, pool: o.Pool, listenCfg: lc, transports: o.Transports, m: o.Metrics, log: o.Logger,
 		dests: o.Config.DestinationNames(), destSet: map[string]bool{},
 		wake: make(chan struct{}, 1), slotFreed: make(chan struct{}, 1),
-		dbSlots: make(chan struct{}, max(1, o.Config.DBMaxConns-2)),
+		dbSlots:   make(chan struct{}, max(1, o.Config.DBMaxConns-2)),
+		sendSlots: make(chan struct{}, max(1, o.Config.Concurrency)),
+		destSlots: map[string]chan struct{}{}, claimedBy: map[string]*atomic.Int64{},
+	}
+	// Claiming ahead needs lease renewal: a claimed delivery waiting for a transport slot keeps
+	// its lease only by renewing it.
+	if o.Config.LeaseRenewal {
+		d.prefetch = o.Config.Prefetch
 	}
 	for _, n := range d.dests {
 		if d.transports[n] == nil {
 			return nil, fmt.Errorf("dispatcher: no transport for destination %s", n)
 		}
 		d.destSet[n] = true
+		d.destSlots[n] = make(chan struct{}, max(1, o.Config.DestinationConcurrency(n)))
+		d.claimedBy[n] = new(atomic.Int64)
 		// Zero-valued series exist from the start, so alerts see 0 rather than "no data".
 		for _, op := range []string{"renew", "ack", "retry", "quarantine"} {
 			d.m.FencingRejections.WithLabelValues(n, op)
@@ -248,15 +267,61 @@ func (d *Dispatcher) signalWake() {
 	}
 }
 
+// claimable returns the destinations whose claimed, unfinished deliveries leave room in their
+// queue (the destination's concurrency plus prefetch) and how many rows they can take together.
+func (d *Dispatcher) claimable() ([]string, int) {
+	if len(d.dests) == 1 { // the common case: no per-destination split to compute
+		n := d.dests[0]
+		room := cap(d.destSlots[n]) + d.prefetch - int(d.claimedBy[n].Load())
+		if room <= 0 {
+			return nil, 0
+		}
+		return d.dests, room
+	}
+	var out []string
+	total := 0
+	for _, n := range d.dests {
+		if room := cap(d.destSlots[n]) + d.prefetch - int(d.claimedBy[n].Load()); room > 0 {
+			out = append(out, n)
+			total += room
+		}
+	}
+	return out, total
+}
+
+// minClaim is the smallest claim worth a round trip while deliveries are in flight: with
+// claim-ahead (prefetch > 0) half of a batch, so that a busy dispatcher claims in batches rather
+// than one row per freed slot; without it (or when nothing is in flight) one row.
+func (d *Dispatcher) minClaim() int {
+	if d.prefetch == 0 || d.inflight.Load() == 0 {
+		return 1
+	}
+	return max(1, min(d.cfg.BatchSize, d.prefetch)/2)
+}
+
+// nextNotifyHold is the back-off of notification-triggered claims after one found nothing
+// (R-SEC-5, issue 26 item 2): doubled from max(wake_coalesce, 10 ms) up to poll_interval. It is
+// reset when any claim returns work. The channel carries no proof (any login may NOTIFY it), so
+// the bound rests on the dispatcher's own observation: a notifier that keeps announcing work
+// that is not there drives at most about log2(poll_interval / wake_coalesce) extra claims, then
+// one per poll_interval; a genuine append is still claimed within poll_interval of the last
+// claim, the same latency as without LISTEN.
+func (d *Dispatcher) nextNotifyHold(cur time.Duration) time.Duration {
+	return min(d.cfg.PollInterval, max(2*cur, d.cfg.WakeCoalesce, 10*time.Millisecond))
+}
+
 func (d *Dispatcher) claimLoop(ctx context.Context) {
 	bo := newBackoff(100*time.Millisecond, 5*time.Second)
 	poll := time.NewTimer(d.cfg.PollInterval)
 	defer poll.Stop()
 	trigger := "poll"
 	var lastClaim time.Time
+	var notifyHold time.Duration
+	capacity := d.cfg.Concurrency + d.prefetch
 	for ctx.Err() == nil {
-		free := d.cfg.Concurrency - int(d.inflight.Load())
-		if free <= 0 {
+		free := capacity - int(d.inflight.Load())
+		dests, destRoom := d.claimable()
+		if free < d.minClaim() || destRoom <= 0 {
 			select {
 			case <-ctx.Done():
 				return
@@ -264,12 +329,14 @@ func (d *Dispatcher) claimLoop(ctx context.Context) {
 			}
 			continue
 		}
-		n := min(free, d.cfg.BatchSize)
-		// Wake-ups are coalesced (R-SEC-5): any login may NOTIFY the channel, so a burst of them
+		n := min(free, destRoom, d.cfg.BatchSize)
+		// Wake-ups are bounded (R-SEC-5): any login may NOTIFY the channel, so a burst of them
 		// must not turn into a burst of claims - at most one notify-triggered claim per
-		// wake_coalesce; the notifications arriving meanwhile are absorbed by it.
-		if trigger == "notify" && d.cfg.WakeCoalesce > 0 {
-			if wait := d.cfg.WakeCoalesce - time.Since(lastClaim); wait > 0 && !sleepCtx(ctx, wait) {
+		// wake_coalesce, and after a notify-triggered claim that found nothing the next one
+		// waits longer (nextNotifyHold, up to poll_interval); the notifications arriving
+		// meanwhile are absorbed by it.
+		if trigger == "notify" {
+			if wait := max(d.cfg.WakeCoalesce, notifyHold) - time.Since(lastClaim); wait > 0 && !sleepCtx(ctx, wait) {
 				return
 			}
 			select {
@@ -284,7 +351,7 @@ func (d *Dispatcher) claimLoop(ctx context.Context) {
 		// is delivered (or drained) rather than stranded until lease expiry.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.StatementTimeout+time.Second)
 		rows, err := pgcall.ClaimDeliveries(cctx, d.pool, pgcall.ClaimParams{
-			Worker: d.cfg.WorkerName, Destinations: d.dests, BatchSize: n, Lease: d.cfg.Lease,
+			Worker: d.cfg.WorkerName, Destinations: dests, BatchSize: n, Lease: d.cfg.Lease,
 		})
 		cancel()
 		if err != nil {
@@ -297,8 +364,19 @@ func (d *Dispatcher) claimLoop(ctx context.Context) {
 			continue
 		}
 		bo.reset()
+		switch {
+		case len(rows) > 0:
+			notifyHold = 0
+		case trigger == "notify":
+			notifyHold = d.nextNotifyHold(notifyHold)
+		}
 		if len(rows) > 0 {
 			failpoint.Inject(failpoint.AfterClaim) // T-3: claimed, no consumer called yet
+			if d.inTransport.Load() > 0 && d.out.pending() > 0 {
+				// T-3, issue 21: a batch claimed while earlier deliveries are in the transport and
+				// an outcome group waits for its flush.
+				failpoint.Inject(failpoint.PipelinedClaim)
+			}
 		}
 		claimedAt := time.Now()
 		for _, r := range rows {
@@ -329,11 +407,18 @@ func (d *Dispatcher) claimLoop(ctx context.Context) {
 func (d *Dispatcher) start(r pgcall.ClaimedDelivery, claimedAt time.Time) {
 	d.m.Claims.WithLabelValues(r.Destination, r.EventType, r.EventSchemaVersion).Inc()
 	d.inflight.Add(1)
+	claimed := d.claimedBy[r.Destination]
+	if claimed != nil {
+		claimed.Add(1)
+	}
 	d.delivering.Add(1)
 	d.m.InFlight.Inc()
 	d.wg.Add(1)
 	go func() {
 		defer func() {
+			if claimed != nil {
+				claimed.Add(-1)
+			}
 			d.inflight.Add(-1)
 			d.m.InFlight.Dec()
 			d.wg.Done()
@@ -375,7 +460,7 @@ func (d *Dispatcher) handle(r pgcall.ClaimedDelivery, claimedAt time.Time) {
 		}
 	}()
 	// R-DP-1: verify the envelope outside any transaction; never deliver a mismatch.
-	delivery, code := verify(r)
+	delivery, code := Verify(r)
 	if code != "" {
 		j.log.Warn("envelope verification failed; quarantining", "error_code", code)
 		d.quarantineRef(j, code, "")
@@ -393,18 +478,36 @@ func (d *Dispatcher) handle(r pgcall.ClaimedDelivery, claimedAt time.Time) {
 		renewWG.Add(1)
 		renewTimer = time.AfterFunc(d.renewEvery(), func() { defer renewWG.Done(); d.renewLoop(j, renewDone, cancel, &fenced) })
 	}
+	stopRenewal := func() {
+		close(renewDone)
+		if renewTimer != nil && renewTimer.Stop() {
+			renewWG.Done() // the renewal never started
+		}
+		renewWG.Wait()
+	}
+	// A delivery claimed ahead waits here for a transport slot (its destination's, then the
+	// global one), its lease renewed meanwhile like a slow delivery's.
+	if !d.acquireSend(dctx, r.Destination) {
+		stopRenewal()
+		if fenced.Load() {
+			j.log.Warn("lease lost while waiting for a transport slot (renewal fenced off); dropping: another worker owns it now")
+			return
+		}
+		d.abandoned.Add(1)
+		j.log.Warn("delivery aborted by shutdown before its transport call; left to lease expiry")
+		return
+	}
 	tr := d.transports[r.Destination]
+	d.inTransport.Add(1)
 	began := time.Now()
 	res, err := safeDeliver(dctx, tr, delivery)
 	elapsed := time.Since(began)
+	d.inTransport.Add(-1)
+	d.releaseSend(r.Destination)
 	// Renewal stops before the outcome is handed over: an outcome waits at most
 	// outcome_flush_interval (≤ 50 ms) plus one call, far inside any lease (≥ 1 s), and once it
 	// is recorded the lease is gone (a renewal then would only be fenced off).
-	close(renewDone)
-	if renewTimer != nil && renewTimer.Stop() {
-		renewWG.Done() // the renewal never started
-	}
-	renewWG.Wait()
+	stopRenewal()
 
 	if fenced.Load() {
 		j.log.Warn("lease lost during delivery (renewal fenced off); dropping: another worker owns it now")
@@ -441,7 +544,7 @@ func (d *Dispatcher) handle(r pgcall.ClaimedDelivery, claimedAt time.Time) {
 	}
 }
 
-// verify checks the claimed envelope against its stored digest and returns the delivery or a
+// Verify checks the claimed envelope against its stored digest and returns the delivery or a
 // non-retryable code (R-DP-1, D-2, P-5).
 //
 // When the claim carries the canonical envelope text the producer's database verified (or
@@ -452,7 +555,7 @@ func (d *Dispatcher) handle(r pgcall.ClaimedDelivery, claimedAt time.Time) {
 // outbox.verify_event_digests re-canonicalizes them. Only a row without that text (written
 // outside append_event) is canonicalized here with internal/canon, and its identity compared
 // with the claimed row.
-func verify(r pgcall.ClaimedDelivery) (wire.Delivery, string) {
+func Verify(r pgcall.ClaimedDelivery) (wire.Delivery, string) {
 	if r.EventEnvelopeDigestAlgorithmVersion != canon.Algorithm {
 		return wire.Delivery{}, transport.CodeUnsupportedSchema
 	}
@@ -714,6 +817,35 @@ func (d *Dispatcher) acquireDB(ctx context.Context) bool {
 }
 
 func (d *Dispatcher) releaseDB() { <-d.dbSlots }
+
+// acquireSend takes a transport slot of dest, then one of the global concurrency; false when
+// ctx ended first (shutdown grace over, or the lease was lost).
+func (d *Dispatcher) acquireSend(ctx context.Context, dest string) bool {
+	ds := d.destSlots[dest]
+	if ds != nil {
+		select {
+		case ds <- struct{}{}:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	select {
+	case d.sendSlots <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		if ds != nil {
+			<-ds
+		}
+		return false
+	}
+}
+
+func (d *Dispatcher) releaseSend(dest string) {
+	<-d.sendSlots
+	if ds := d.destSlots[dest]; ds != nil {
+		<-ds
+	}
+}
 
 func (d *Dispatcher) listenLoop(ctx context.Context) {
 	bo := newBackoff(200*time.Millisecond, 10*time.Second)

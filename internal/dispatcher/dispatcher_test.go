@@ -42,7 +42,7 @@ const envOK = `{"payload": {"b": 2, "a": 1}, "eventType": "run.created@2.0", "ev
 func TestVerify(t *testing.T) {
 	t.Parallel()
 	r := claimed(t, envOK)
-	d, code := verify(r)
+	d, code := Verify(r)
 	if code != "" {
 		t.Fatalf("valid envelope refused: %s", code)
 	}
@@ -55,25 +55,25 @@ func TestVerify(t *testing.T) {
 
 	bad := r
 	bad.EventEnvelopeSHA256 = strings.Repeat("0", 64)
-	if _, code := verify(bad); code != "digest_conflict" {
+	if _, code := Verify(bad); code != "digest_conflict" {
 		t.Fatalf("digest mismatch: %q", code)
 	}
 	bad = r
 	bad.EventEnvelopeDigestAlgorithmVersion = "sha1"
-	if _, code := verify(bad); code != "unsupported_schema" {
+	if _, code := Verify(bad); code != "unsupported_schema" {
 		t.Fatalf("unknown algorithm: %q", code)
 	}
 	bad = claimed(t, envOK)
 	bad.EventEnvelope = []byte(`{"a": 1.5}`)
-	if _, code := verify(bad); code != "envelope_invalid" {
+	if _, code := Verify(bad); code != "envelope_invalid" {
 		t.Fatalf("not canonicalizable: %q", code)
 	}
 	other := claimed(t, strings.Replace(envOK, "run.created@2.0", "wallet.reserved@2.0", 1))
-	if _, code := verify(other); code != "envelope_invalid" {
+	if _, code := Verify(other); code != "envelope_invalid" {
 		t.Fatalf("envelope of another type than the row: %q", code)
 	}
 	other = claimed(t, strings.Replace(envOK, "11111111-2222", "99999999-2222", 1))
-	if _, code := verify(other); code != "envelope_invalid" {
+	if _, code := Verify(other); code != "envelope_invalid" {
 		t.Fatalf("envelope of another event id: %q", code)
 	}
 }
@@ -85,7 +85,7 @@ func TestVerifyCanonicalSHA256Only(t *testing.T) {
 	r := claimed(t, envOK)
 	c, _ := canon.Canonicalize([]byte(envOK))
 	r.EventEnvelopeCanonical, r.EventEnvelope = c, c
-	d, code := verify(r)
+	d, code := Verify(r)
 	if code != "" {
 		t.Fatalf("valid canonical envelope refused: %s", code)
 	}
@@ -94,18 +94,18 @@ func TestVerifyCanonicalSHA256Only(t *testing.T) {
 	}
 	bad := r
 	bad.EventEnvelopeSHA256 = strings.Repeat("0", 64)
-	if _, code := verify(bad); code != "digest_conflict" {
+	if _, code := Verify(bad); code != "digest_conflict" {
 		t.Fatalf("digest mismatch: %q", code)
 	}
 	bad = r
 	bad.EventEnvelopeCanonical = append([]byte(nil), c...)
 	bad.EventEnvelopeCanonical[len(c)-2] ^= 1 // one flipped bit
-	if _, code := verify(bad); code != "digest_conflict" {
+	if _, code := Verify(bad); code != "digest_conflict" {
 		t.Fatalf("altered bytes: %q", code)
 	}
 	bad = r
 	bad.EventEnvelopeDigestAlgorithmVersion = "sha1"
-	if _, code := verify(bad); code != "unsupported_schema" {
+	if _, code := Verify(bad); code != "unsupported_schema" {
 		t.Fatalf("unknown algorithm: %q", code)
 	}
 	// No canonicalization on this path: bytes whose sha256 matches are delivered even when they
@@ -114,7 +114,7 @@ func TestVerifyCanonicalSHA256Only(t *testing.T) {
 	sum := sha256.Sum256(loose)
 	r2 := claimed(t, envOK)
 	r2.EventEnvelopeCanonical, r2.EventEnvelope, r2.EventEnvelopeSHA256 = loose, loose, hex.EncodeToString(sum[:])
-	if d, code := verify(r2); code != "" || string(d.Envelope) != envOK {
+	if d, code := Verify(r2); code != "" || string(d.Envelope) != envOK {
 		t.Fatalf("sha256-matching bytes: %q", code)
 	}
 }

@@ -25,8 +25,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oceanway/pgoutbox/internal/failpoint"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/failpoint"
 )
 
 // outcomeResult is what a delivery waiting for its outcome gets back.
@@ -57,10 +57,17 @@ type batcher[T any] struct {
 	// call records a group of two or more items and returns one result per item, in order.
 	call func(items []pendingOutcome[T]) []outcomeResult
 
-	mu    sync.Mutex
-	group []pendingOutcome[T]
-	timer *time.Timer
-	gen   uint64
+	// maxCalls bounds this batcher's batch calls running at once (group commit): while that
+	// many are running, the open group is not flushed but grows, and is recorded as soon as a
+	// call returns. Many small concurrent outcome calls contend for the same rows, connections
+	// and commits; a few larger ones do the same work with less of each. 0: unbounded.
+	maxCalls int
+
+	mu      sync.Mutex
+	group   []pendingOutcome[T]
+	timer   *time.Timer
+	gen     uint64
+	running int // batch calls running
 }
 
 // submit adds item to the open group and waits for its result. left is called under the
@@ -73,7 +80,7 @@ func (b *batcher[T]) submit(item T, fence pgcall.Fence, left func() bool, others
 	last := left()
 	var g []pendingOutcome[T]
 	switch {
-	case len(b.group) >= b.max || b.interval <= 0 || b.idle():
+	case (len(b.group) >= b.max || b.interval <= 0 || b.idle()) && b.mayCallLocked():
 		g = b.takeLocked()
 	case len(b.group) == 1:
 		gen := b.gen
@@ -89,9 +96,18 @@ func (b *batcher[T]) submit(item T, fence pgcall.Fence, left func() bool, others
 	return <-p.done
 }
 
+// mayCallLocked reports whether another batch call may start now.
+func (b *batcher[T]) mayCallLocked() bool { return b.maxCalls <= 0 || b.running < b.maxCalls }
+
+// takeLocked takes the open group (at most max items; the rest stays open) for one call.
 func (b *batcher[T]) takeLocked() []pendingOutcome[T] {
 	g := b.group
 	b.group = nil
+	if len(g) > b.max {
+		b.group = append([]pendingOutcome[T](nil), g[b.max:]...)
+		g = g[:b.max]
+	}
+	b.running++
 	b.gen++
 	if b.timer != nil {
 		b.timer.Stop()
@@ -104,9 +120,10 @@ func (b *batcher[T]) takeLocked() []pendingOutcome[T] {
 func (b *batcher[T]) flush(gen uint64) {
 	b.mu.Lock()
 	var g []pendingOutcome[T]
-	if b.gen == gen && len(b.group) > 0 {
+	if b.gen == gen && len(b.group) > 0 && b.mayCallLocked() {
 		g = b.takeLocked()
 	}
+	// Otherwise a call is running: the group is recorded when it returns (run).
 	b.mu.Unlock()
 	if g != nil {
 		b.run(g)
@@ -117,7 +134,7 @@ func (b *batcher[T]) flush(gen uint64) {
 func (b *batcher[T]) kick() {
 	b.mu.Lock()
 	var g []pendingOutcome[T]
-	if len(b.group) > 0 {
+	if len(b.group) > 0 && b.mayCallLocked() {
 		g = b.takeLocked()
 	}
 	b.mu.Unlock()
@@ -126,15 +143,38 @@ func (b *batcher[T]) kick() {
 	}
 }
 
+// run records g, then - group commit - the group that grew while it ran, if any, before it
+// gives back its call slot.
 func (b *batcher[T]) run(g []pendingOutcome[T]) {
-	if len(g) == 1 {
-		g[0].done <- outcomeResult{single: true}
-		return
+	for g != nil {
+		if len(g) == 1 {
+			g[0].done <- outcomeResult{single: true}
+		} else {
+			res := b.call(g)
+			for i, p := range g {
+				p.done <- res[i]
+			}
+		}
+		b.mu.Lock()
+		b.running--
+		g = nil
+		if len(b.group) > 0 && b.mayCallLocked() {
+			g = b.takeLocked()
+		}
+		b.mu.Unlock()
 	}
-	res := b.call(g)
-	for i, p := range g {
-		p.done <- res[i]
-	}
+}
+
+// pending is the number of outcomes in the open group.
+func (b *batcher[T]) pending() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.group)
+}
+
+// pending is the number of outcomes waiting in open groups.
+func (o *outcomeBatchers) pending() int {
+	return o.acks.pending() + o.retries.pending() + o.quarantines.pending()
 }
 
 // outcomeBatchers are the dispatcher's three batchers.
@@ -147,22 +187,29 @@ type outcomeBatchers struct {
 func (d *Dispatcher) newBatchers() {
 	maxItems := min(max(d.cfg.BatchSize, 1), 1000) // 1000: the kernel's bound per call
 	idle := func() bool { return d.delivering.Load() == 0 }
-	d.out.acks = &batcher[pgcall.AckItem]{op: "ack", interval: d.cfg.OutcomeFlushInterval, max: maxItems, idle: idle,
+	calls := outcomeCallsInFlight(d.cfg.DBMaxConns)
+	d.out.acks = &batcher[pgcall.AckItem]{op: "ack", interval: d.cfg.OutcomeFlushInterval, max: maxItems, idle: idle, maxCalls: calls,
 		call: func(g []pendingOutcome[pgcall.AckItem]) []outcomeResult {
 			return batchCall(d, "ack", g, d.ackBatch)
 		}}
-	d.out.retries = &batcher[pgcall.RetryItem]{op: "retry", interval: d.cfg.OutcomeFlushInterval, max: maxItems, idle: idle,
+	d.out.retries = &batcher[pgcall.RetryItem]{op: "retry", interval: d.cfg.OutcomeFlushInterval, max: maxItems, idle: idle, maxCalls: calls,
 		call: func(g []pendingOutcome[pgcall.RetryItem]) []outcomeResult {
 			return batchCall(d, "retry", g, func(ctx context.Context, items []pgcall.RetryItem) ([]pgcall.ItemOutcome, error) {
 				return pgcall.RetryDeliveries(ctx, d.pool, items)
 			})
 		}}
-	d.out.quarantines = &batcher[pgcall.QuarantineItem]{op: "quarantine", interval: d.cfg.OutcomeFlushInterval, max: maxItems, idle: idle,
+	d.out.quarantines = &batcher[pgcall.QuarantineItem]{op: "quarantine", interval: d.cfg.OutcomeFlushInterval, max: maxItems, idle: idle, maxCalls: calls,
 		call: func(g []pendingOutcome[pgcall.QuarantineItem]) []outcomeResult {
 			return batchCall(d, "quarantine", g, func(ctx context.Context, items []pgcall.QuarantineItem) ([]pgcall.ItemOutcome, error) {
 				return pgcall.QuarantineDeliveries(ctx, d.pool, items)
 			})
 		}}
+}
+
+// outcomeCallsInFlight is how many batch calls of one kind (ack, retry, quarantine) may run at
+// once: a third of the connections outcome calls may use (db_max_conns − 2), between 1 and 4.
+func outcomeCallsInFlight(dbMaxConns int) int {
+	return min(4, max(1, (dbMaxConns-2)/3))
 }
 
 // kickAll records every open group now (no delivery is running any more).

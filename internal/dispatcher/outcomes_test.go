@@ -221,3 +221,67 @@ func histogram(t *testing.T, m *metrics.Metrics, op string) (uint64, float64) {
 	}
 	return pb.GetHistogram().GetSampleCount(), pb.GetHistogram().GetSampleSum()
 }
+
+// Issue 21 item 1, R-AK-9 (group commit): with one batch call allowed at a time, the outcomes
+// that arrive while a call runs are not sent as calls of their own but grow the next group,
+// which is recorded as soon as the running call returns - whatever the flush interval.
+func TestBatcherGroupCommitWhileACallRuns(t *testing.T) {
+	t.Parallel()
+	var sizes []int
+	var mu sync.Mutex
+	entered := make(chan struct{}, 4)
+	release := make(chan struct{})
+	call := func(g []pendingOutcome[int]) []outcomeResult {
+		mu.Lock()
+		sizes = append(sizes, len(g))
+		first := len(sizes) == 1
+		mu.Unlock()
+		entered <- struct{}{}
+		if first {
+			<-release // the first call runs until the test lets it go
+		}
+		res := make([]outcomeResult, len(g))
+		for i := range g {
+			res[i] = outcomeResult{outcome: "ok"}
+		}
+		return res
+	}
+	b := &batcher[int]{op: "ack", interval: time.Hour, max: 2, maxCalls: 1, idle: func() bool { return false }, call: call}
+	results := make(chan outcomeResult, 7)
+	submit := func(i int) { results <- b.submit(i, pgcall.Fence{}, func() bool { return false }, func() {}) }
+	go submit(1)
+	go submit(2) // full group of 2: the first call starts
+	<-entered    // barrier: the first call is running
+	for i := 3; i <= 7; i++ {
+		go submit(i) // five outcomes arrive while it runs: max 2 per call, so 2 + 2 + 1 follow
+	}
+	// barrier: all five are in the open group (state, not time)
+	for {
+		b.mu.Lock()
+		n := len(b.group)
+		b.mu.Unlock()
+		if n == 5 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	mu.Lock()
+	if len(sizes) != 1 {
+		t.Fatalf("%d calls started while one was running (want none: at most one at a time)", len(sizes)-1)
+	}
+	mu.Unlock()
+	close(release)
+	for i := 0; i < 7; i++ {
+		r := waitResult(t, results, "outcome")
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// the groups that grew meanwhile were recorded right after, without the hour's interval; the
+	// last one (a single item) goes to the one-row call
+	if len(sizes) != 3 || sizes[0] != 2 || sizes[1] != 2 || sizes[2] != 2 {
+		t.Fatalf("batch calls %v, want [2 2 2] (then one item alone)", sizes)
+	}
+}

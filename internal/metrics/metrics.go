@@ -86,7 +86,7 @@ func New() *Metrics {
 		DeliveryLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: "dispatcher", Name: "delivery_duration_seconds",
 			Help:    "Consumer call duration (request sent to answer read), by the outcome that counts: acknowledged (the kernel accepted the ack), ack_rejected (a 200 answer the kernel refused), ack_unrecorded (fenced or database error while recording it), retryable, non_retryable (the consumer's answer class), transport_error (no answer).",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}, append(dl, "outcome")),
-		OutcomeBatchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: "dispatcher", Name: "outcome_batch_size",
+		OutcomeBatchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: "dispatcher", Name: "outcome_batch_outcomes",
 			Help:    "Outcomes recorded per kernel call (ack_deliveries/retry_deliveries/quarantine_deliveries, or a one-row call), by call (ack|retry|quarantine). _count is the number of calls, _sum the outcomes they carried (R-AK-9).",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000}}, []string{"outcome"}),
 		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: "dispatcher", Name: "inflight_deliveries",

@@ -13,9 +13,10 @@ import (
 // Redeliveries is a collector for controlled recoveries of quarantined deliveries (SPEC
 // R-AK-10): pgoutbox_redeliveries_total{destination,reason}, the number of re-deliveries so
 // far per destination and quarantine reason code (a closed list), read at scrape time from the
-// recovery audit through outbox.redelivery_stats. It is a gauge holding a database count, not a
-// per-process counter: every dispatcher reports the same totals, so aggregate with max(), and
-// alert on increase(). When the read fails the last values read are reported again (none before
+// recovery audit through outbox.redelivery_stats. It is a counter read from the database (the
+// recovery audit only grows), not a per-process one: every dispatcher reports the same totals,
+// so aggregate with max(), and alert on increase(). (A gauge until issue 21 item 6: promlint
+// refuses a _total series that is not a counter.) When the read fails the last values read are reported again (none before
 // the first success) and pgoutbox_redelivery_stats_up is 0.
 type Redeliveries struct {
 	db      pgcall.DBTX
@@ -67,6 +68,6 @@ func (r *Redeliveries) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(r.up, prometheus.GaugeValue, up)
 	for _, c := range rows {
-		ch <- prometheus.MustNewConstMetric(r.total, prometheus.GaugeValue, float64(c.Redeliveries), c.Destination, c.Reason)
+		ch <- prometheus.MustNewConstMetric(r.total, prometheus.CounterValue, float64(c.Redeliveries), c.Destination, c.Reason)
 	}
 }

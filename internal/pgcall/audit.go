@@ -4,7 +4,8 @@ import "context"
 
 // KernelRoles are the roles of SPEC R-SEC-1, in the order the audit prints them.
 var KernelRoles = []string{"outbox_owner", "outbox_registrar", "outbox_producer", "outbox_dispatcher",
-	"outbox_consumer", "outbox_auditor", "outbox_operator", "outbox_retention", "outbox_mailbox"}
+	"outbox_consumer", "outbox_auditor", "outbox_operator", "outbox_retention", "outbox_mailbox",
+	"outbox_intake", "outbox_observation_projector", "outbox_projector"}
 
 // GrantRow is one cell of the grant matrix: what a role may do with one object.
 type GrantRow struct {
@@ -20,16 +21,16 @@ WITH roles(role, ord) AS (
     UNION ALL SELECT 'PUBLIC', 1000
 ), objs AS (
     SELECT 'schema' AS kind, n.nspname::text AS object, n.oid AS oid, 'n' AS k
-    FROM pg_catalog.pg_namespace n WHERE n.nspname IN ('outbox', 'inbox', 'mailbox')
+    FROM pg_catalog.pg_namespace n WHERE n.nspname IN ('outbox', 'inbox', 'mailbox', 'intake')
     UNION ALL
     SELECT CASE c.relkind WHEN 'v' THEN 'view' WHEN 'S' THEN 'sequence' ELSE 'table' END,
            n.nspname || '.' || c.relname, c.oid, c.relkind::text
     FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-    WHERE n.nspname IN ('outbox', 'inbox', 'mailbox') AND c.relkind IN ('r', 'v', 'p', 'S', 'm')
+    WHERE n.nspname IN ('outbox', 'inbox', 'mailbox', 'intake') AND c.relkind IN ('r', 'v', 'p', 'S', 'm')
     UNION ALL
     SELECT 'function', p.oid::regprocedure::text, p.oid, 'f'
     FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-    WHERE n.nspname IN ('outbox', 'inbox', 'mailbox')
+    WHERE n.nspname IN ('outbox', 'inbox', 'mailbox', 'intake')
 )
 SELECT o.kind, o.object, r.role,
        coalesce(nullif(array_to_string(ARRAY(
@@ -55,7 +56,7 @@ FROM objs o CROSS JOIN roles r
 ORDER BY o.kind, o.object, r.ord`
 
 // GrantMatrix returns, for every schema, table, view, sequence and function of the outbox,
-// inbox and mailbox schemas, what each kernel role and PUBLIC may do (effective privileges, including
+// inbox, mailbox and intake schemas, what each kernel role and PUBLIC may do (effective privileges, including
 // column-level grants). The order is stable so the output can be diffed (SPEC R-SEC-4).
 func GrantMatrix(ctx context.Context, db DBTX) ([]GrantRow, error) {
 	rows, err := db.Query(ctx, grantMatrixSQL, KernelRoles)
@@ -90,7 +91,7 @@ SELECT n.nspname || '.' || c.relname, t.tgname,
 FROM pg_catalog.pg_trigger t
 JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname IN ('outbox', 'inbox', 'mailbox') AND NOT t.tgisinternal
+WHERE n.nspname IN ('outbox', 'inbox', 'mailbox', 'intake') AND NOT t.tgisinternal
 ORDER BY 1, 2`
 
 // Triggers lists the non-internal triggers on the kernel's tables in a stable order.

@@ -20,6 +20,7 @@ var (
 	ErrNotCanonicalizable    = errors.New("document not canonicalizable")      // OB201
 	ErrImmutable             = errors.New("immutability violation")            // OB202
 	ErrReceiptConflict       = errors.New("receipt conflict")                  // OB301
+	ErrNotRecorded           = errors.New("delivery not recorded")             // OB302
 	ErrSnapshotIsolation     = errors.New("snapshot isolation required")       // OB501
 	ErrRecoveryKeyConflict   = errors.New("recovery idempotency key conflict") // OB601
 	ErrNotQuarantined        = errors.New("recovery refused: not quarantined") // OB602
@@ -38,6 +39,7 @@ var SQLStates = map[string]error{
 	"OB201": ErrNotCanonicalizable,
 	"OB202": ErrImmutable,
 	"OB301": ErrReceiptConflict,
+	"OB302": ErrNotRecorded,
 	"OB501": ErrSnapshotIsolation,
 	"OB601": ErrRecoveryKeyConflict,
 	"OB602": ErrNotQuarantined,

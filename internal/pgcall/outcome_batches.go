@@ -71,7 +71,7 @@ type fenceJSON struct {
 }
 
 func fenceOf(f Fence) fenceJSON {
-	return fenceJSON{f.Destination, f.EventID, f.AttemptID, f.LeaseToken}
+	return fenceJSON(f)
 }
 
 const ackDeliveriesSQL = `SELECT destination, event_id::text, attempt_id::text, outcome, coalesce(sqlstate, ''), coalesce(detail, '')

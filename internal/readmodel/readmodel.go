@@ -30,6 +30,105 @@ type Status struct {
 	Active       *pgcall.ActiveSet // nil when no delivery set is active
 	Destinations []Destination
 	Proofs       []pgcall.ProofSummary // latest per scope, re-checked now
+	Intake       []IntakeHealth        // per registered workload, the last IntakeHorizon
+	Observations []pgcall.ConsoleObservation
+	Projections  []pgcall.ProjectionVersionRow // registered projection versions (R-PV-5)
+	// Progress of each version's latest build that is not abandoned (outbox.candidate_progress),
+	// by build id.
+	Progress map[string]pgcall.CandidateProgress
+	// The most recent cutover readiness proofs (R-PV-2, R-PV-5).
+	ReadinessProofs []pgcall.ReadinessProofRow
+}
+
+// RecentReadinessProofs bounds the status page's list of readiness proofs.
+const RecentReadinessProofs = 10
+
+// LoadProgress reads candidate_progress for every listed version's latest build that is not
+// abandoned.
+func LoadProgress(ctx context.Context, db pgcall.DBTX, rows []pgcall.ProjectionVersionRow) (map[string]pgcall.CandidateProgress, error) {
+	out := map[string]pgcall.CandidateProgress{}
+	for _, r := range rows {
+		if r.BuildID == nil || (r.BuildState != nil && *r.BuildState == "abandoned") {
+			continue
+		}
+		p, err := pgcall.CandidateProgressOf(ctx, db, *r.BuildID)
+		if err != nil {
+			return nil, err
+		}
+		if p.KnownBuild {
+			out[*r.BuildID] = p
+		}
+	}
+	return out, nil
+}
+
+// MaxProjectionVersions bounds the projection panel and its gauge series.
+const MaxProjectionVersions = 100
+
+// The intake panel (SPEC R-OB-5): health over the last IntakeHorizon in windows of IntakeWindow,
+// at most MaxWorkloads workloads (gauge cardinality), the RecentObservations newest observations.
+const (
+	IntakeHorizon      = time.Hour
+	IntakeWindow       = 5 * time.Minute
+	MaxWorkloads       = 50
+	RecentObservations = 20
+)
+
+// IntakeHealth sums one workload's health windows: accepted observations, known send failures
+// and intake rejections over the horizon, the last acceptance, the health of the newest window
+// and the worst health of any window (degraded > unknown > healthy). No coverage percentage:
+// there is no authoritative denominator.
+type IntakeHealth struct {
+	WorkloadPrincipalID string
+	Accepted            int
+	SendFailures        int
+	IntakeRejections    int
+	LastAcceptedAt      time.Time
+	Latest              string
+	Worst               string
+}
+
+// LoadIntake reads the health windows of [now-IntakeHorizon, now) and sums them per workload.
+func LoadIntake(ctx context.Context, db pgcall.DBTX, now time.Time) ([]IntakeHealth, error) {
+	to := now.Truncate(time.Minute).Add(time.Minute)
+	ws, err := pgcall.AcceptedHealthWindows(ctx, db, to.Add(-IntakeHorizon), to, IntakeWindow)
+	if err != nil {
+		return nil, err
+	}
+	rank := map[string]int{"healthy": 0, "unknown": 1, "degraded": 2}
+	by := map[string]*IntakeHealth{}
+	var order []string
+	latest := map[string]time.Time{}
+	for _, w := range ws {
+		h := by[w.WorkloadPrincipalID]
+		if h == nil {
+			if len(order) == MaxWorkloads {
+				continue
+			}
+			h = &IntakeHealth{WorkloadPrincipalID: w.WorkloadPrincipalID, Worst: "healthy"}
+			by[w.WorkloadPrincipalID] = h
+			order = append(order, w.WorkloadPrincipalID)
+		}
+		h.Accepted += w.Accepted
+		h.SendFailures += w.SendFailures
+		h.IntakeRejections += w.IntakeRejections
+		if w.LastAcceptedAt.After(h.LastAcceptedAt) {
+			h.LastAcceptedAt = w.LastAcceptedAt
+		}
+		if rank[w.Health] > rank[h.Worst] {
+			h.Worst = w.Health
+		}
+		if !w.WindowStart.Before(latest[w.WorkloadPrincipalID]) {
+			latest[w.WorkloadPrincipalID] = w.WindowStart
+			h.Latest = w.Health
+		}
+	}
+	sort.Strings(order)
+	out := make([]IntakeHealth, 0, len(order))
+	for _, id := range order {
+		out = append(out, *by[id])
+	}
+	return out, nil
 }
 
 // Load reads the status. The proofs are re-checked against the current state
@@ -62,6 +161,21 @@ func Load(ctx context.Context, db pgcall.DBTX) (Status, error) {
 	if s.Proofs, err = pgcall.LatestProofs(ctx, db, MaxScopes); err != nil {
 		return s, err
 	}
+	if s.Intake, err = LoadIntake(ctx, db, s.GeneratedAt); err != nil {
+		return s, err
+	}
+	if s.Observations, err = pgcall.ConsoleObservations(ctx, db, RecentObservations); err != nil {
+		return s, err
+	}
+	if s.Projections, err = pgcall.ConsoleProjectionVersions(ctx, db, MaxProjectionVersions); err != nil {
+		return s, err
+	}
+	if s.Progress, err = LoadProgress(ctx, db, s.Projections); err != nil {
+		return s, err
+	}
+	if s.ReadinessProofs, err = pgcall.ConsoleReadinessProofs(ctx, db, RecentReadinessProofs); err != nil {
+		return s, err
+	}
 	return s, nil
 }
 
@@ -69,7 +183,8 @@ func Load(ctx context.Context, db pgcall.DBTX) (Status, error) {
 var writeFunctions = []string{
 	"outbox.append_events(json,text[],text[])", "outbox.ack_deliveries(json)", "outbox.claim_deliveries(text,text[],integer,interval,text)",
 	"outbox.redeliver_quarantined(text,uuid,text,text,text)", "outbox.archive_events(interval,integer)",
-	"outbox.register_delivery_set(json,text)", "inbox.record_receipt(text,text,integer,json,json,text)",
+	"outbox.register_delivery_set(json,text)", "inbox.record_receipt(text,text,integer,json,json,text,uuid)",
+	"outbox.register_projection_version(text,integer,text)", "outbox.start_shadow_build(text,integer)", "outbox.claim_rebuild_sources(uuid,uuid,integer)",
 }
 
 // CheckAuditorOnly refuses a session that is not read-only in the kernel's terms: it must be
@@ -87,6 +202,30 @@ func CheckAuditorOnly(ctx context.Context, db pgcall.DBTX) error {
 	}
 	if len(canWrite) > 0 {
 		return fmt.Errorf("the status page runs with auditor credentials only; this session may execute %v", canWrite)
+	}
+	return nil
+}
+
+// operatorWrites are the write functions an operator session must be able to execute: the
+// controlled recovery of R-AK-10 and nothing else of writeFunctions.
+const operatorWrite = "outbox.redeliver_quarantined(text,uuid,text,text,text)"
+
+// CheckOperatorOnly refuses a session for the console's redeliver action unless it may execute
+// outbox.redeliver_quarantined and none of the kernel's other write functions (outbox_operator).
+func CheckOperatorOnly(ctx context.Context, db pgcall.DBTX) error {
+	var canRecover bool
+	var canWrite []string
+	if err := db.QueryRow(ctx, `SELECT has_function_privilege($2::text, 'EXECUTE'),
+		coalesce(array_agg(f) FILTER (WHERE f <> $2::text AND CASE WHEN has_schema_privilege(split_part(f, '.', 1), 'USAGE')
+			THEN to_regprocedure(f) IS NOT NULL AND has_function_privilege(f, 'EXECUTE') ELSE false END), '{}')
+		FROM unnest($1::text[]) AS f`, writeFunctions, operatorWrite).Scan(&canRecover, &canWrite); err != nil {
+		return fmt.Errorf("check the operator session's privileges: %w", err)
+	}
+	if !canRecover {
+		return errors.New("the operator session is not outbox_operator: it cannot execute outbox.redeliver_quarantined")
+	}
+	if len(canWrite) > 0 {
+		return fmt.Errorf("the console's operator session may execute only the recovery functions; this one may also execute %v", canWrite)
 	}
 	return nil
 }

@@ -69,3 +69,32 @@ func WithDigest(doc []byte) (json.RawMessage, error) {
 	}
 	return canon.Canonicalize(full)
 }
+
+// RetargetProjection returns the reference release doc (with its digest) as delivery-set version
+// setVersion whose members that target projection name now target projectionVersion, with the
+// digest computed anew: the delivery set a projection cutover activates (SPEC R-PV-2).
+func RetargetProjection(doc json.RawMessage, setVersion int, name string, projectionVersion int) (json.RawMessage, error) {
+	var m map[string]any
+	if err := json.Unmarshal(doc, &m); err != nil {
+		return nil, err
+	}
+	delete(m, digestField)
+	m["deliverySetVersion"] = setVersion
+	members, _ := m["members"].([]any)
+	n := 0
+	for _, x := range members {
+		pt, _ := x.(map[string]any)["projectionTarget"].(map[string]any)
+		if pt != nil && pt["projectionName"] == name {
+			pt["projectionVersion"] = projectionVersion
+			n++
+		}
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("no member targets projection %s", name)
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return WithDigest(b)
+}

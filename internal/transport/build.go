@@ -32,7 +32,8 @@ func Build(cfg *config.Config, inProcess map[string]wire.Consumer) (map[string]T
 			}
 			out[name] = ip
 		case config.TransportHTTP:
-			h, err := NewHTTP(HTTPOptions{URL: d.URL, Timeout: d.Timeout, Auth: d.Auth, Secret: d.Secret, MaxResponseBytes: d.MaxResponseBytes})
+			h, err := NewHTTP(HTTPOptions{URL: d.URL, Timeout: d.Timeout, Auth: d.Auth, Secret: d.Secret, MaxResponseBytes: d.MaxResponseBytes,
+				Signature: d.Signature, MaxInFlight: cfg.DestinationConcurrency(name)})
 			if err != nil {
 				closeAll()
 				return nil, fmt.Errorf("destination %s: %w", name, err)

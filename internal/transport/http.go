@@ -22,6 +22,12 @@ type HTTPOptions struct {
 	Auth             string // config.AuthNone | AuthHMAC | AuthBearer
 	Secret           config.Secret
 	MaxResponseBytes int
+	// Signature: config.SignatureV1 (default), SignatureBoth or SignatureBodySHA256 (auth hmac).
+	Signature string
+	// MaxInFlight is how many requests the dispatcher may have in flight to this destination at
+	// once (its concurrency): the keep-alive pool keeps that many idle connections, so a
+	// connection is reused rather than re-dialled between deliveries (0: 256).
+	MaxInFlight int
 	// Client overrides the HTTP client (tests); redirects are never followed either way.
 	Client *http.Client
 	// Now is the signature clock (default time.Now; tests).
@@ -42,6 +48,13 @@ func NewHTTP(opts HTTPOptions) (*HTTP, error) {
 	if (opts.Auth == config.AuthHMAC || opts.Auth == config.AuthBearer) && opts.Secret.Empty() {
 		return nil, fmt.Errorf("http transport: auth %s needs a secret", opts.Auth)
 	}
+	switch opts.Signature {
+	case "":
+		opts.Signature = config.SignatureV1
+	case config.SignatureV1, config.SignatureBoth, config.SignatureBodySHA256:
+	default:
+		return nil, fmt.Errorf("http transport: unknown signature form %q", opts.Signature)
+	}
 	if opts.MaxResponseBytes <= 0 {
 		opts.MaxResponseBytes = 1 << 20
 	}
@@ -51,7 +64,21 @@ func NewHTTP(opts HTTPOptions) (*HTTP, error) {
 	c := opts.Client
 	if c == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConnsPerHost = 256
+		idle := opts.MaxInFlight
+		if idle <= 0 {
+			idle = 256
+		}
+		// One destination is one host: every connection the deliveries in flight use may stay
+		// idle for the next delivery (the default 2 per host, or the default 100 in all, would
+		// close and re-dial connections under load). An answer that fits max_response_bytes is
+		// read to its end (below), so its connection goes back to the pool.
+		tr.MaxIdleConnsPerHost = idle
+		tr.MaxIdleConns = idle
+		if opts.MaxInFlight > 0 {
+			// No more connections than requests in flight: without the bound a burst dials a
+			// few extra connections that race for the same requests and are then closed.
+			tr.MaxConnsPerHost = opts.MaxInFlight
+		}
 		c = &http.Client{Transport: tr}
 	}
 	cc := *c
@@ -73,7 +100,18 @@ func (h *HTTP) Deliver(ctx context.Context, d wire.Delivery) (wire.Result, error
 	switch h.opts.Auth {
 	case config.AuthHMAC:
 		// v1: timestamp + every delivery header + body digest (docs/transport-http.md, R-SEC-5).
-		hd.Set(wire.HeaderSignature, wire.SignRequest(h.opts.Secret.Bytes(), h.now().Unix(), hd, d.Envelope))
+		// During an upgrade window the obsolete body-only form goes in Pgoutbox-Signature
+		// (what a consumer built on it reads) and v1 beside it in Pgoutbox-Signature-V1.
+		switch h.opts.Signature {
+		case config.SignatureBoth:
+			v1 := wire.SignRequest(h.opts.Secret.Bytes(), h.now().Unix(), hd, d.Envelope)
+			hd.Set(wire.HeaderSignature, wire.Sign(h.opts.Secret.Bytes(), d.Envelope))
+			hd.Set(wire.HeaderSignatureV1, v1)
+		case config.SignatureBodySHA256:
+			hd.Set(wire.HeaderSignature, wire.Sign(h.opts.Secret.Bytes(), d.Envelope))
+		default:
+			hd.Set(wire.HeaderSignature, wire.SignRequest(h.opts.Secret.Bytes(), h.now().Unix(), hd, d.Envelope))
+		}
 	case config.AuthBearer:
 		hd.Set("Authorization", "Bearer "+string(h.opts.Secret.Bytes()))
 	}

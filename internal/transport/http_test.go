@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -300,5 +301,62 @@ func TestInProcess(t *testing.T) {
 	d.Destination = "b"
 	if _, err := p.Deliver(context.Background(), d); !errors.Is(err, ErrNoConsumer) {
 		t.Fatal(err)
+	}
+}
+
+// Issue 21 item 1 (keep-alive): deliveries reuse their connections. 8 deliveries at a time, 200
+// in all, to one destination open at most 8 connections (one per request in flight), not one
+// per delivery.
+func TestHTTPReusesConnections(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	opened := 0
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = w.Write([]byte(`{"ack":{"a":1},"receipt":{"r":2}}`))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			mu.Lock()
+			opened++
+			mu.Unlock()
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	const inFlight, total = 8, 200
+	h, err := NewHTTP(HTTPOptions{URL: srv.URL, Timeout: 5 * time.Second, Auth: config.AuthBearer,
+		Secret: config.NewSecret([]byte("0123456789abcdef0123")), MaxInFlight: inFlight})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, total)
+	for w := 0; w < inFlight; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < total/inFlight; i++ {
+				res, err := h.Deliver(context.Background(), sampleDelivery())
+				if err == nil && res.Status != wire.Acknowledged {
+					err = errors.New("not acknowledged")
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if opened > inFlight {
+		t.Fatalf("%d deliveries (%d at a time) opened %d connections; want at most %d (keep-alive reuse)", total, inFlight, opened, inFlight)
 	}
 }

@@ -17,6 +17,8 @@
 --     range; not evaluated -> status unknown when the hook fails);
 --   * status: complete_for_supported_scope iff every guard is evaluated and 0;
 --     unknown when a guard could not be evaluated; else partial_source_gap.
+-- The filter {"sourceKind":"observation"} is the accepted observations' own proof
+--   (intake._observation_completeness_document, R-OB-4).
 -- Everything but the archive guard is read by ONE statement (one snapshot even under READ
 -- COMMITTED); take_completeness_snapshot additionally requires REPEATABLE READ.
 -- Memory: work_mem 128MB for this call (the member texts are aggregated in memory: about
@@ -46,6 +48,10 @@ DECLARE
     v_status  text;
     v_doc     text;
 BEGIN
+    IF v_f ->> 'sourceKind' = 'observation' THEN
+        RETURN QUERY SELECT * FROM intake._observation_completeness_document(p_filter);
+        RETURN;
+    END IF;
     IF v_f ? 'eventTypes' THEN
         SELECT pg_catalog.array_agg(x) INTO v_types FROM pg_catalog.jsonb_array_elements_text(v_f -> 'eventTypes') AS x;
     END IF;

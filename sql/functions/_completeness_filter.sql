@@ -2,7 +2,8 @@
 -- The canonical source filter of a completeness scope: {} = every event; optional members
 -- eventTypes and destinations, each a non-empty array (at most 100) of literals (D-4), sorted
 -- and de-duplicated, returned as RFC 8785 text ({"destinations":[..],"eventTypes":[..]}, absent
--- members omitted). Its jcs-sha256-v1 is the manifest's sourceFilterSha256.
+-- members omitted). {"sourceKind":"observation"} = every accepted observation (R-OB-4; alone:
+-- the event members do not apply to it). Its jcs-sha256-v1 is the manifest's sourceFilterSha256.
 -- SQLSTATEs: 22023 scope not an object, unknown member, not an array of literals.
 -- Locking: none. Caller: take_completeness_snapshot; granted to nobody.
 CREATE FUNCTION outbox._completeness_filter(p_scope json)
@@ -18,16 +19,28 @@ DECLARE
 BEGIN
     IF p_scope IS NULL OR pg_catalog.json_typeof(p_scope) <> 'object' THEN
         RAISE EXCEPTION 'completeness scope must be a JSON object' USING ERRCODE = '22023',
-            HINT = '{} = every event; optional members eventTypes: [..], destinations: [..]';
+            HINT = '{} = every event; optional members eventTypes: [..], destinations: [..]; {"sourceKind": "observation"} = every accepted observation';
     END IF;
     FOR v_key IN SELECT k FROM pg_catalog.json_object_keys(p_scope) AS k LOOP
-        IF v_key NOT IN ('eventTypes', 'destinations') THEN
+        IF v_key NOT IN ('eventTypes', 'destinations', 'sourceKind') THEN
             RAISE EXCEPTION 'completeness scope: unknown member %', pg_catalog.left(v_key, 64) USING ERRCODE = '22023';
         END IF;
     END LOOP;
     IF (SELECT pg_catalog.count(*) FROM pg_catalog.json_object_keys(p_scope)) <>
        (SELECT pg_catalog.count(DISTINCT k) FROM pg_catalog.json_object_keys(p_scope) AS k) THEN
         RAISE EXCEPTION 'completeness scope: duplicate member' USING ERRCODE = '22023';
+    END IF;
+    IF p_scope -> 'sourceKind' IS NOT NULL THEN
+        IF pg_catalog.json_typeof(p_scope -> 'sourceKind') <> 'string'
+           OR (p_scope ->> 'sourceKind') NOT IN ('event', 'observation') THEN
+            RAISE EXCEPTION 'completeness scope: sourceKind must be "event" or "observation"' USING ERRCODE = '22023';
+        END IF;
+        IF (p_scope ->> 'sourceKind') = 'observation' THEN
+            IF p_scope -> 'eventTypes' IS NOT NULL OR p_scope -> 'destinations' IS NOT NULL THEN
+                RAISE EXCEPTION 'completeness scope: sourceKind "observation" takes no eventTypes or destinations' USING ERRCODE = '22023';
+            END IF;
+            RETURN '{"sourceKind":"observation"}';
+        END IF;
     END IF;
     FOREACH v_key IN ARRAY ARRAY['destinations', 'eventTypes'] LOOP
         CONTINUE WHEN p_scope -> v_key IS NULL;

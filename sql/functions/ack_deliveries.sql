@@ -33,8 +33,10 @@
 -- Plans (HP-3): every statement joins the kernel's tables on their full key, and the function
 --   runs with seq scans, hash and merge joins disabled, so any plan - a custom one or the generic
 --   plan PL/pgSQL caches after five calls, even one made while a table was empty or unanalyzed -
---   is index lookups in nested loops, O(batch) whatever the backlog; the plans are cached (no
---   re-planning per call: planning the judge costs more than running it).
+--   is index lookups in nested loops, O(batch) whatever the backlog; plan_cache_mode =
+--   force_generic_plan keeps them cached from the first call (PostgreSQL would otherwise go on
+--   re-planning the judge while custom plans look cheaper, at several ms a call: 4x the ack's
+--   self time in the dispatcher's small outcome groups, P-3).
 -- Time: now = clock_timestamp() captured once per call (live-lease test, finish time,
 --   delivered_at); the publication takes its own clock at the publishing statement (R-AK-4).
 -- SQLSTATEs (whole call): 22023 when p_items is not a JSON array or has more than 1000 items;
@@ -50,6 +52,7 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_hashjoin = off
 SET enable_mergejoin = off
+SET plan_cache_mode = force_generic_plan
 AS $fn$
 #variable_conflict use_column
 DECLARE

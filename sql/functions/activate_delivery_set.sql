@@ -1,3 +1,5 @@
+{{- /* docs/migrations.md rule 4: 012 renders the body without the R-PV-2 check (the registry it reads does not exist yet there); 032 and later pass (dict "retarget_check" true) */ -}}
+{{- $rc := and (kindIs "map" .) (hasKey . "retarget_check") -}}
 -- outbox.activate_delivery_set(delivery_set_version, definition_schema_version,
 --                              digest_algorithm_version, definition_digest)
 -- Purpose: make the registered definition named by its full quartet the one active version of
@@ -8,8 +10,13 @@
 --   and registrations serialize; readers such as append_event are not blocked) - a lock no role
 --   outside the kernel can take, unlike an advisory key (R-SEC-5); the unique partial index
 --   delivery_set_versions_one_active guarantees one active row.
--- Raises: OB101 when no registered definition has exactly that quartet.
--- Caller: outbox_registrar.
+-- Projection versions (R-PV-2): a definition whose members would retarget a projection that
+--   has registered versions (highest target not the active version, or a target neither active
+--   nor frozen: outbox._delivery_set_retarget_problem) is refused with OB808. The pointer moves
+--   only through outbox.cutover_projection, which switches the version first and then calls this
+--   function, so the check passes there (no session setting is trusted for it).
+-- Raises: OB101 when no registered definition has exactly that quartet; OB808 as above.
+-- Caller: outbox_registrar; outbox.cutover_projection (as outbox_owner).
 CREATE FUNCTION outbox.activate_delivery_set(
     p_delivery_set_version integer,
     p_definition_schema_version integer,
@@ -20,7 +27,8 @@ LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
-    v_status text;
+    v_status  text;
+    v_problem text;
 BEGIN
     LOCK TABLE outbox.delivery_set_versions IN SHARE ROW EXCLUSIVE MODE;
     SELECT status INTO v_status
@@ -40,6 +48,15 @@ BEGIN
     IF v_status = 'active' THEN
         RETURN;
     END IF;
+{{- if $rc }}
+    v_problem := outbox._delivery_set_retarget_problem(p_delivery_set_version, p_definition_schema_version,
+                                                       p_digest_algorithm_version, p_definition_digest, NULL, NULL);
+    IF v_problem IS NOT NULL THEN
+        RAISE EXCEPTION 'delivery-set activation would retarget a projection outside cutover_projection'
+            USING ERRCODE = 'OB808', DETAIL = v_problem,
+                  HINT = 'build the version as a shadow and switch with outbox.cutover_projection, which activates the set (SPEC R-PV-2)';
+    END IF;
+{{- end }}
     UPDATE outbox.delivery_set_versions SET status = 'retired' WHERE status = 'active';
     UPDATE outbox.delivery_set_versions SET status = 'active', activated_at = now()
     WHERE delivery_set_version = p_delivery_set_version;
@@ -47,6 +64,6 @@ END
 $fn$;
 
 COMMENT ON FUNCTION outbox.activate_delivery_set(integer, integer, text, text) IS
-    'Make one registered delivery-set quartet the active version (SPEC R-DS-5). Raises OB101. Caller: outbox_registrar.';
+    'Make one registered delivery-set quartet the active version (SPEC R-DS-5). Raises OB101; OB808 when it would retarget a versioned projection outside cutover_projection (R-PV-2). Caller: outbox_registrar.';
 REVOKE ALL ON FUNCTION outbox.activate_delivery_set(integer, integer, text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION outbox.activate_delivery_set(integer, integer, text, text) TO outbox_registrar;

@@ -35,6 +35,10 @@
 --      function runs (the deliveries' immutability trigger is filtered by its WHEN clause).
 --      The UPDATE is not HOT (status and lease_expires_at are indexed: the claimable/open
 --      predicates and the leased index key), see migration 019.
+--   Paused destinations (outbox.destination_claim_pauses, R-PV-2): the destination look-up
+--   statement also drops every paused destination from the list the claim scans (a primary-key
+--   probe per destination, in the same statement); a paused destination's expired leases are
+--   still recovered (step 1), so a cutover waiting for leases to end is not held by a dead worker.
 --   Eligible: status pending and available_at <= now. Terminal rows (acknowledged, quarantined)
 --   are never in the index. No cursor or high-water mark is read or written.
 --   Per-aggregate ordering (R-CL-7): for a destination with ordering = 'per_aggregate' a
@@ -91,6 +95,7 @@ AS $fn$
 DECLARE
     v_now          timestamptz := pg_catalog.clock_timestamp();
     v_destinations text[];
+    v_claimable    text[];
     v_bad          text;
     v_expired      boolean;
 BEGIN
@@ -119,22 +124,26 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = 'destinations must be a non-empty array of registered destinations';
     END IF;
-    -- one statement for the three look-ups before the claim: the first unknown destination, the
-    -- distinct sorted list, and the lease-expiry probe (an index probe of the small leased index,
-    -- outbox_deliveries_leased; its answer is used only when every destination is known)
+    -- one statement for the four look-ups before the claim: the first unknown destination, the
+    -- distinct sorted list, the same list without paused destinations (R-PV-2: a primary-key
+    -- probe of outbox.destination_claim_pauses per destination) and the lease-expiry probe (an
+    -- index probe of the small leased index, outbox_deliveries_leased; its answer is used only
+    -- when every destination is known)
     SELECT (SELECT coalesce(u.d, 'NULL')
               FROM pg_catalog.unnest(p_destinations) AS u(d)
              WHERE u.d IS NULL
                 OR NOT EXISTS (SELECT 1 FROM outbox.delivery_destinations AS dd WHERE dd.destination = u.d)
              LIMIT 1),
            (SELECT pg_catalog.array_agg(DISTINCT u.d ORDER BY u.d) FROM pg_catalog.unnest(p_destinations) AS u(d)),
+           (SELECT pg_catalog.array_agg(DISTINCT u.d ORDER BY u.d) FROM pg_catalog.unnest(p_destinations) AS u(d)
+             WHERE NOT EXISTS (SELECT 1 FROM outbox.destination_claim_pauses AS cp WHERE cp.destination = u.d)),
            -- (the destination test is a filter only - IS TRUE is not indexable - so the probe is
            -- always a range scan of the leased index, never a scan of the open-deliveries index by
            -- destination that a plan on unanalyzed tables may prefer: HP-3)
            EXISTS (SELECT 1 FROM outbox.outbox_deliveries AS x
                     WHERE x.status = 'leased' AND x.lease_expires_at <= v_now
                       AND (x.destination = ANY (p_destinations)) IS TRUE)
-      INTO v_bad, v_destinations, v_expired;
+      INTO v_bad, v_destinations, v_claimable, v_expired;
     IF v_bad IS NOT NULL THEN
         RAISE EXCEPTION 'claim_deliveries: unknown destination'
             USING ERRCODE = 'invalid_parameter_value',
@@ -145,6 +154,9 @@ BEGIN
     --    exists (R-SEC-5: a burst of wake-ups must not multiply the recovery work)
     IF v_expired THEN
         PERFORM outbox._dispatch_recover(v_destinations, p_batch_size, v_now);
+    END IF;
+    IF v_claimable IS NULL THEN
+        RETURN; -- every destination is paused (R-PV-2)
     END IF;
 
     -- 2. claim (R-CL-1), one statement. Static SQL under plan_cache_mode = force_custom_plan
@@ -159,7 +171,7 @@ BEGIN
     WITH dest AS (
         SELECT dd.destination AS dest_name, dd.ordering AS dest_ordering
           FROM outbox.delivery_destinations AS dd
-         WHERE dd.destination = ANY (v_destinations)
+         WHERE dd.destination = ANY (v_claimable)
     ), picked AS (
         SELECT c.row_ctid
           FROM dest
@@ -196,7 +208,7 @@ BEGIN
            -- true of every picked row (locked, so unchanged); written as one row comparison so
            -- it can only be a filter: the rows are found by ctid (a TID scan), never through the
            -- claimable index that a plan on small or unanalyzed tables might prefer (HP-3)
-           AND (d.status, d.destination = ANY (v_destinations), d.available_at <= v_now)
+           AND (d.status, d.destination = ANY (v_claimable), d.available_at <= v_now)
                IS NOT DISTINCT FROM ('pending', true, true)
         RETURNING d.destination AS c_destination, d.event_id AS c_event_id, d.consumer_name AS c_consumer_name,
                   d.current_attempt_id AS c_attempt_id, d.lease_token AS c_lease_token,

@@ -1,5 +1,12 @@
+{{- /* Rendered with (dict "build_token" true) by 031_projection_versions.sql and every later
+       migration that re-includes this file: the six-argument signature with p_build_token.
+       The migrations released before 030 (007, 012) include it with their own data and get the
+       five-argument signature they drop and recreate by name; p_build_token is then a NULL
+       local. docs/migrations.md rule 4. */ -}}
+{{- $bt := and (kindIs "map" .) (hasKey . "build_token") -}}
 -- inbox.observe_revision(p_consumer_name text, p_projection_name text, p_projection_version integer,
---   p_aggregate_id text, p_aggregate_revision bigint) RETURNS text  (public, SPEC R-CO-3, §13)
+--   p_aggregate_id text, p_aggregate_revision bigint, p_build_token uuid DEFAULT NULL)
+--   RETURNS text  (public, SPEC R-CO-3, R-PV-1, §13)
 -- Purpose: the per-aggregate revision check of an ordered consumer, inside its transaction.
 --   'apply'     revision = progress+1 (or 1 with no progress): progress advanced to this
 --               revision and every open gap it fills closed (closed_at, closed_by_revision);
@@ -9,15 +16,23 @@
 --               revision, first/last seen, count) is inserted or updated; progress unchanged,
 --               nothing else written. The consumer commits that alone and answers retryable
 --               awaiting_revision, writing no receipt (R-CO-3).
+-- Projection version (SPEC §11b R-PV-1): as inbox.record_receipt's - a named projection's
+--   version must be registered (OB802); active and frozen versions take no token, a shadow
+--   version needs its live build's token (missing/stale: OB001), checked before anything is
+--   written. One primary-key lookup of outbox.projection_versions; anything but "active/frozen,
+--   no token" is decided by inbox._inbox_check_version (which locks a shadow version FOR SHARE).
 -- Locking: the progress row FOR UPDATE, created first when the aggregate has none (last_revision
 --   0 = nothing applied yet; revision 1 creates it applied). Observations of one aggregate
 --   therefore serialise until the observing transaction ends, on a row no other role can lock
 --   (R-SEC-5: no advisory key). READ COMMITTED is assumed.
 -- SQLSTATEs: 42501 the calling role is not bound to consumer_name (inbox.consumer_roles, R-SEC-5);
---   OB105 empty aggregate id or revision <= 0; 22023 invalid consumer/projection key.
+--   OB105 empty aggregate id or revision <= 0; 22023 invalid consumer/projection key or a build
+--   token without a projection; OB802 projection version not registered or retired; OB001 a
+--   shadow version without its live build token, or a token for an active/frozen version.
 -- Caller: outbox_consumer, SECURITY DEFINER: it has no table grants.
 CREATE FUNCTION inbox.observe_revision(p_consumer_name text, p_projection_name text, p_projection_version integer,
-                                       p_aggregate_id text, p_aggregate_revision bigint)
+                                       p_aggregate_id text, p_aggregate_revision bigint{{ if $bt }},
+                                       p_build_token uuid DEFAULT NULL{{ end }})
 RETURNS text
 LANGUAGE plpgsql
 VOLATILE
@@ -28,9 +43,23 @@ DECLARE
     v_projection_name    text := coalesce(p_projection_name, '');
     v_projection_version integer := coalesce(p_projection_version, 0);
     v_last               bigint;
+    v_version_state      text;
+{{- if not $bt }}
+    p_build_token        uuid;  -- the five-argument rendering: no token
+{{- end }}
 BEGIN
     PERFORM inbox._inbox_check_key(p_consumer_name, v_projection_name, v_projection_version);
     PERFORM inbox._inbox_check_caller(p_consumer_name);  -- R-SEC-5: only the bound role
+    -- R-PV-1: the version's state in one primary-key lookup; the rare cases go to the helper.
+    IF v_projection_name <> '' THEN
+        SELECT pv.state INTO v_version_state
+          FROM outbox.projection_versions AS pv
+         WHERE pv.projection_name = v_projection_name AND pv.projection_version = v_projection_version;
+    END IF;
+    IF p_build_token IS NOT NULL
+       OR (v_projection_name <> '' AND v_version_state IS DISTINCT FROM 'active' AND v_version_state IS DISTINCT FROM 'frozen') THEN
+        PERFORM inbox._inbox_check_version(v_projection_name, v_projection_version, p_build_token);
+    END IF;
     IF p_aggregate_id IS NULL OR p_aggregate_id = '' OR p_aggregate_revision IS NULL OR p_aggregate_revision <= 0 THEN
         RAISE EXCEPTION 'envelope invalid: aggregate id and revision'
             USING ERRCODE = 'OB105', DETAIL = 'aggregateId must be non-empty and aggregateRevision > 0';
@@ -95,7 +124,7 @@ BEGIN
 END
 $fn$;
 
-COMMENT ON FUNCTION inbox.observe_revision(text, text, integer, text, bigint) IS
-    'Per-aggregate revision check of an ordered consumer: apply (progress advanced, gaps closed) | duplicate | gap (gap recorded, nothing else). SPEC R-CO-3, §13.';
-REVOKE ALL ON FUNCTION inbox.observe_revision(text, text, integer, text, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION inbox.observe_revision(text, text, integer, text, bigint) TO outbox_consumer;
+COMMENT ON FUNCTION inbox.observe_revision(text, text, integer, text, bigint{{ if $bt }}, uuid{{ end }}) IS
+    'Per-aggregate revision check of an ordered consumer: apply (progress advanced, gaps closed) | duplicate | gap (gap recorded, nothing else); OB802 unregistered projection version, OB001 missing/stale build token of a shadow version. SPEC R-CO-3, R-PV-1, §13.';
+REVOKE ALL ON FUNCTION inbox.observe_revision(text, text, integer, text, bigint{{ if $bt }}, uuid{{ end }}) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION inbox.observe_revision(text, text, integer, text, bigint{{ if $bt }}, uuid{{ end }}) TO outbox_consumer;

@@ -1,5 +1,12 @@
+{{- /* Rendered with (dict "build_token" true) by 031_projection_versions.sql and every later
+       migration that re-includes this file: the seven-argument signature with p_build_token.
+       The migrations released before 030 (007, 011, 012, 019) include it with their own data and
+       get the six-argument signature they drop and recreate by name; p_build_token is then a
+       NULL local. docs/migrations.md rule 4. */ -}}
+{{- $bt := and (kindIs "map" .) (hasKey . "build_token") -}}
 -- inbox.record_receipt(p_consumer_name text, p_projection_name text, p_projection_version integer,
---   p_event_envelope json, p_receipt json, p_receipt_digest_candidate text DEFAULT NULL)
+--   p_event_envelope json, p_receipt json, p_receipt_digest_candidate text DEFAULT NULL,
+--   p_build_token uuid DEFAULT NULL)
 --   RETURNS TABLE(outcome text, receipt_ref text, receipt_digest text)  (public, SPEC R-CO-1, §13)
 -- Purpose: insert-or-compare of a consumer receipt, inside the consumer's transaction (commit it
 --   with the domain mutation and the revision progress, R-CO-2).
@@ -49,6 +56,15 @@
 --     digest is sha256 of the candidate bytes. A complete receipt is stored as R; one whose ref
 --     or digest was filled in is re-canonicalized (the kit always passes complete receipts).
 --   * inbox.verify_receipt_digests() re-canonicalizes stored receipts and reports mismatches.
+--   * Projection version (SPEC §11b R-PV-1): a call that names a projection needs its version
+--     registered (outbox.projection_versions; OB802 unregistered or retired). An active or
+--     frozen version takes no build token (the versions live deliveries are frozen to: their
+--     receipts are unchanged); a shadow version needs the token of its live build
+--     (outbox.start_shadow_build), missing or stale -> OB001; a token for an active/frozen
+--     version -> OB001, a token without a projection -> 22023. The state comes from the same
+--     statement that reads the receipt's destination (one primary-key probe, no extra statement
+--     on the hot path); anything but "active/frozen, no token" goes to
+--     inbox._inbox_check_version, which decides and locks a shadow version FOR SHARE.
 --   * Outcomes: 'new' (inserted); 'existing' (a receipt for this consumer/projection/event with
 --     the same envelope digest exists: the FIRST receipt's ref and digest are returned and
 --     nothing is written). The complete first document is read with inbox.read_receipt.
@@ -61,11 +77,14 @@
 --   a digest candidate that is not the receipt's, or a ref that already names another receipt;
 --   OB105 envelope lacks a usable eventId/eventType/eventSchemaVersion/aggregateId/
 --   aggregateRevision; OB201 a document (envelope, receipt or candidate) is not canonicalizable
---   or a passed candidate is not canonical text; 22023 invalid consumer/projection key.
+--   or a passed candidate is not canonical text; 22023 invalid consumer/projection key or a build
+--   token without a projection; OB802 projection version not registered or retired; OB001 a
+--   shadow version without its live build token, or a token for an active/frozen version.
 -- Caller: outbox_consumer (the consumer's login role), SECURITY DEFINER: it has no table grants.
 CREATE FUNCTION inbox.record_receipt(p_consumer_name text, p_projection_name text, p_projection_version integer,
                                      p_event_envelope json, p_receipt json,
-                                     p_receipt_digest_candidate text DEFAULT NULL)
+                                     p_receipt_digest_candidate text DEFAULT NULL{{ if $bt }},
+                                     p_build_token uuid DEFAULT NULL{{ end }})
 RETURNS TABLE (outcome text, receipt_ref text, receipt_digest text)
 LANGUAGE plpgsql
 VOLATILE
@@ -82,7 +101,12 @@ DECLARE
     v_doc                jsonb;
     v_kind               outbox.receipt_kinds;
     v_p                  text;
-    v_dest               outbox.delivery_destinations;
+    v_dest_consumer      text;
+    v_dest_kind          text;
+    v_version_state      text;
+{{- if not $bt }}
+    p_build_token        uuid;  -- the six-argument rendering: no token
+{{- end }}
     v_member             text;
     v_problem            text;
     v_time_text          text;
@@ -209,13 +233,19 @@ BEGIN
        OR (v_doc ->> 'destination') !~ '^[a-z0-9][a-z0-9._@-]*$' THEN
         RAISE EXCEPTION 'receipt rejected: destination' USING ERRCODE = 'OB002', DETAIL = 'destination must be a literal (SPEC D-4)';
     END IF;
-    -- A destination registered in this database must map to this consumer and receipt kind.
-    SELECT d.* INTO v_dest FROM outbox.delivery_destinations d WHERE d.destination = v_doc ->> 'destination';
-    IF FOUND AND (v_dest.consumer_name <> p_consumer_name OR v_dest.receipt_kind <> v_kind.receipt_kind) THEN
+    -- A destination registered in this database must map to this consumer and receipt kind; the
+    -- same statement reads the projection version's state (R-PV-1: one probe, no extra statement).
+    SELECT d.consumer_name, d.receipt_kind, pv.state
+      INTO v_dest_consumer, v_dest_kind, v_version_state
+      FROM (SELECT) AS one
+      LEFT JOIN outbox.delivery_destinations AS d ON d.destination = v_doc ->> 'destination'
+      LEFT JOIN outbox.projection_versions AS pv
+             ON pv.projection_name = v_projection_name AND pv.projection_version = v_projection_version;
+    IF v_dest_consumer IS NOT NULL AND (v_dest_consumer <> p_consumer_name OR v_dest_kind <> v_kind.receipt_kind) THEN
         RAISE EXCEPTION 'receipt rejected: destination %', v_doc ->> 'destination'
             USING ERRCODE = 'OB002',
                   DETAIL = format('destination %s is registered for consumer %s with receipt kind %s',
-                                  v_dest.destination, v_dest.consumer_name, v_dest.receipt_kind);
+                                  v_doc ->> 'destination', v_dest_consumer, v_dest_kind);
     END IF;
     IF v_doc -> 'eventId' IS DISTINCT FROM v_env -> 'eventId' THEN
         RAISE EXCEPTION 'receipt rejected: eventId'
@@ -326,6 +356,13 @@ BEGIN
         v_text := outbox.jcs_canonicalize(v_doc::json);
     END IF;
 
+    -- R-PV-1: the projection version (its state was read with the destination above), checked
+    -- after the document so that an invalid receipt is refused as before (OB002/OB201).
+    IF p_build_token IS NOT NULL
+       OR (v_projection_name <> '' AND v_version_state IS DISTINCT FROM 'active' AND v_version_state IS DISTINCT FROM 'frozen') THEN
+        PERFORM inbox._inbox_check_version(v_projection_name, v_projection_version, p_build_token);
+    END IF;
+
     -- Insert-or-compare.
     INSERT INTO inbox.inbox_receipts AS r
            (consumer_name, projection_name, projection_version, event_id, destination, receipt_kind,
@@ -364,7 +401,7 @@ BEGIN
 END
 $fn$;
 
-COMMENT ON FUNCTION inbox.record_receipt(text, text, integer, json, json, text) IS
-    'Insert-or-compare of a content-addressed, closed consumer receipt: new | existing (first receipt''s ref/digest); OB301 same event id with a different envelope digest; OB002 inconsistent or open receipt, or a candidate that is not the receipt''s; OB201 not canonicalizable (hot path: candidate not canonical text). SPEC R-CO-1, R-AK-1a, D-2, §13.';
-REVOKE ALL ON FUNCTION inbox.record_receipt(text, text, integer, json, json, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION inbox.record_receipt(text, text, integer, json, json, text) TO outbox_consumer;
+COMMENT ON FUNCTION inbox.record_receipt(text, text, integer, json, json, text{{ if $bt }}, uuid{{ end }}) IS
+    'Insert-or-compare of a content-addressed, closed consumer receipt: new | existing (first receipt''s ref/digest); OB301 same event id with a different envelope digest; OB002 inconsistent or open receipt, or a candidate that is not the receipt''s; OB201 not canonicalizable (hot path: candidate not canonical text); OB802 unregistered projection version, OB001 missing/stale build token of a shadow version. SPEC R-CO-1, R-AK-1a, D-2, R-PV-1, §13.';
+REVOKE ALL ON FUNCTION inbox.record_receipt(text, text, integer, json, json, text{{ if $bt }}, uuid{{ end }}) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION inbox.record_receipt(text, text, integer, json, json, text{{ if $bt }}, uuid{{ end }}) TO outbox_consumer;

@@ -12,6 +12,11 @@
 --   one row 'inconclusive' with the reason: no_completed_snapshot (none, or not verifiable),
 --   stale_snapshot, pending_deliveries, quarantine_open, source_gap (receipt anti-join, open
 --   gaps, unsupported schemas, archive integrity).
+--   kind observationId (R-OB-4) matches the intake's permanent id registry: 'matched' with reason
+--   positive_match_only, or 'inconclusive' with reason positive_match_only - never not_found
+--   (negativeProofCapability = positive_match_only: the intake cannot prove that an observation
+--   was never sent). event_id and operation_id are NULL (an observation is never linked to a
+--   domain fact).
 -- Cost: a no-match answer re-checks the proof (rebuilds its member set): O(events in scope).
 -- Locking: none. SQLSTATEs: 22023 unknown kind, empty/over-long id, eventId not a UUID.
 -- Caller: outbox_auditor.
@@ -29,13 +34,23 @@ DECLARE
     v_check   record;
     v_guards  jsonb;
 BEGIN
-    IF p_kind IS NULL OR p_kind NOT IN ('eventId', 'operationId', 'correlationId', 'runId', 'reservationId', 'causationId') THEN
+    IF p_kind IS NULL OR p_kind NOT IN ('eventId', 'operationId', 'correlationId', 'runId', 'reservationId', 'causationId', 'observationId') THEN
         RAISE EXCEPTION 'search_exact_id: unknown id kind %', pg_catalog.left(coalesce(p_kind, 'NULL'), 64)
             USING ERRCODE = '22023',
-                  HINT = 'eventId, operationId, correlationId, runId, reservationId or causationId';
+                  HINT = 'eventId, operationId, correlationId, runId, reservationId, causationId or observationId';
     END IF;
     IF p_id IS NULL OR p_id = '' OR pg_catalog.length(p_id) > 200 THEN
         RAISE EXCEPTION 'search_exact_id: id must be 1..200 characters' USING ERRCODE = '22023';
+    END IF;
+    IF p_kind = 'observationId' THEN
+        IF p_id !~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN
+            RAISE EXCEPTION 'search_exact_id: an observationId is a lower-case UUID' USING ERRCODE = '22023';
+        END IF;
+        RETURN QUERY
+        SELECT CASE WHEN EXISTS (SELECT 1 FROM intake.observation_ids AS o WHERE o.observation_id = p_id::uuid)
+                    THEN 'matched' ELSE 'inconclusive' END::text,
+               'positive_match_only'::text, NULL::uuid, NULL::text;
+        RETURN;
     END IF;
     IF p_kind = 'eventId' THEN
         IF p_id !~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN

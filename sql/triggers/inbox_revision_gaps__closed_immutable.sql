@@ -1,11 +1,33 @@
 -- Gap records are kept (SPEC R-CO-3, R-OP-2): an open gap may only see later observations
 -- (seen_revision up, last_seen_at, observation_count) and be closed once; a closed gap never
 -- changes; no gap is deleted or truncated.
+-- Exception (R-PV-3, migration 034): the DELETEs of outbox.drop_retired_projection for a retired
+-- projection version (the context check below).
 CREATE FUNCTION inbox.tg_inbox_revision_gaps__closed_immutable() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $fn$
+DECLARE
+    v_context text;
+    v_rest    text;
 BEGIN
+    -- R-PV-3: outbox.drop_retired_projection deletes the rows of a retired version. Admitted only
+    -- when the statement below this trigger is a DELETE run directly by that function (a frame
+    -- PostgreSQL writes; no session can forge it) and the row's version is retired.
+    IF TG_OP = 'DELETE' THEN
+        GET DIAGNOSTICS v_context = PG_CONTEXT;
+        v_rest := pg_catalog.substr(v_context, pg_catalog.strpos(v_context, E'\n') + 1);
+        IF pg_catalog.strpos(v_context, E'\n') > 0
+           AND pg_catalog.starts_with(v_rest, 'SQL statement "DELETE FROM inbox.')
+           AND pg_catalog.strpos(v_rest, E'"\nPL/pgSQL function ') > 0
+           AND pg_catalog.strpos(v_rest, E'"\nPL/pgSQL function ')
+               = pg_catalog.strpos(v_rest, E'"\nPL/pgSQL function outbox.drop_retired_projection(text,integer) line ')
+           AND EXISTS (SELECT 1 FROM outbox.projection_versions AS v
+                        WHERE v.projection_name = OLD.projection_name AND v.projection_version = OLD.projection_version
+                          AND v.state = 'retired') THEN
+            RETURN OLD;
+        END IF;
+    END IF;
     IF TG_OP = 'UPDATE' AND OLD.closed_at IS NULL
        AND (NEW.consumer_name, NEW.projection_name, NEW.projection_version, NEW.aggregate_id,
             NEW.expected_revision, NEW.first_seen_at)

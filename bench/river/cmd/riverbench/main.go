@@ -13,6 +13,18 @@
 //	                                                  #      100 while the client works them
 //	riverbench -server URL -mode insertmany -n 5000   # P-6: InsertManyTx of n jobs in transactions
 //	                                                  #      of -tx over -producers connections, no work
+//	riverbench -server URL -mode p3  -n 5000          # P-3 anchor: a pre-inserted backlog worked by
+//	                                                  #      an HTTP worker (below)
+//	riverbench -server URL -mode p3c -n 5000          # P-3 anchor with producers inserting meanwhile
+//
+// P-3 anchor (SPEC §12a P-3, issue 21 item 3): the same work as pgoutbox's P-3 - an HTTP call to
+// a consumer that writes one row in its own database. The worker POSTs the job's args (and its
+// id) over loopback HTTP with keep-alive to a consumer server in this process; the consumer
+// inserts one row (job id, args as jsonb) into a table of its own database
+// (<db>_consumer, ON CONFLICT DO NOTHING: a retried job is harmless) through a pool of
+// -consumer-conns connections and answers 200; any other answer fails the job. MaxWorkers is
+// -p3-workers (the dispatcher's concurrency on the pgoutbox side), not the 2,000 of the no-op
+// benchmark: 2,000 concurrent HTTP requests would measure connection churn.
 //
 // Every run drops and recreates its own database (default pgoutbox_bench_river) on the cluster
 // of -server (a superuser URL of the maintenance database) and migrates it with rivermigrate.
@@ -53,13 +65,14 @@ type options struct {
 	fetchCooldown, fetchPoll time.Duration
 	timeout                  time.Duration
 	keep, verbose            bool
+	p3Workers, consumerConns int
 }
 
 func main() {
 	var o options
 	flag.StringVar(&o.server, "server", os.Getenv("DATABASE_URL"), "superuser URL of the cluster's maintenance database")
 	flag.StringVar(&o.dbName, "db", "pgoutbox_bench_river", "database to (re)create for River")
-	flag.StringVar(&o.mode, "mode", "backlog", "backlog (P-1), concurrent (P-2) or insertmany (P-6)")
+	flag.StringVar(&o.mode, "mode", "backlog", "backlog (P-1), concurrent (P-2), insertmany (P-6), p3 or p3c (P-3 anchor: HTTP worker, consumer writes one row)")
 	flag.IntVar(&o.n, "n", 5000, "jobs")
 	flag.IntVar(&o.payload, "payload", 400, "size in bytes of each job's encoded args")
 	flag.IntVar(&o.producers, "producers", 2, "concurrent producers (concurrent mode)")
@@ -70,6 +83,8 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up after this long")
 	flag.BoolVar(&o.keep, "keep", false, "keep the database afterwards")
 	flag.BoolVar(&o.verbose, "v", false, "River's log on stderr (warnings and up)")
+	flag.IntVar(&o.p3Workers, "p3-workers", 64, "MaxWorkers in modes p3/p3c (the pgoutbox dispatcher's concurrency)")
+	flag.IntVar(&o.consumerConns, "consumer-conns", 16, "connections of the consumer's pool in modes p3/p3c")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -109,9 +124,12 @@ func run(ctx context.Context, o options) (string, error) {
 	if o.server == "" {
 		return "", errors.New("-server (or DATABASE_URL) is required")
 	}
-	if o.mode != "backlog" && o.mode != "concurrent" && o.mode != "insertmany" {
-		return "", fmt.Errorf("unknown -mode %q (backlog, concurrent or insertmany)", o.mode)
+	switch o.mode {
+	case "backlog", "concurrent", "insertmany", "p3", "p3c":
+	default:
+		return "", fmt.Errorf("unknown -mode %q (backlog, concurrent, insertmany, p3 or p3c)", o.mode)
 	}
+	p3 := o.mode == "p3" || o.mode == "p3c"
 	dsn, err := freshDatabase(ctx, o.server, o.dbName)
 	if err != nil {
 		return "", err
@@ -140,11 +158,21 @@ func run(ctx context.Context, o options) (string, error) {
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &BenchWorker{})
+	maxWorkers := o.workers
+	var cons *httpConsumer
+	if p3 {
+		maxWorkers = o.p3Workers
+		if cons, err = startConsumer(ctx, o.server, o.dbName+"_consumer", o.consumerConns, o.keep); err != nil {
+			return "", fmt.Errorf("consumer: %w", err)
+		}
+		defer cons.close()
+		river.AddWorker(workers, newHTTPWorker(cons.url, o.p3Workers))
+	}
 	client, err := river.NewClient(driver, &river.Config{
 		FetchCooldown:     o.fetchCooldown,
 		FetchPollInterval: o.fetchPoll,
 		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.workers}},
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
 		Workers:           workers,
 	})
 	if err != nil {
@@ -160,11 +188,15 @@ func run(ctx context.Context, o options) (string, error) {
 		return insertMany(ctx, dsn, client, o)
 	}
 
-	if o.mode == "backlog" {
+	mkArgs := func(i int) river.JobArgs { return newArgs(i, o.payload) }
+	if p3 {
+		mkArgs = func(i int) river.JobArgs { return HTTPArgs(newArgs(i, o.payload)) }
+	}
+	if o.mode == "backlog" || o.mode == "p3" {
 		const insertBatch = 5000 // as River's benchmark
 		batch := make([]river.InsertManyParams, 0, insertBatch)
 		for i := 1; i <= o.n; i++ {
-			batch = append(batch, river.InsertManyParams{Args: newArgs(i, o.payload)})
+			batch = append(batch, river.InsertManyParams{Args: mkArgs(i)})
 			if len(batch) == insertBatch || i == o.n {
 				if _, err := client.InsertMany(ctx, batch); err != nil {
 					return "", fmt.Errorf("insert backlog: %w", err)
@@ -184,7 +216,7 @@ func run(ctx context.Context, o options) (string, error) {
 	if err := client.Start(ctx); err != nil {
 		return "", err
 	}
-	if o.mode == "concurrent" {
+	if o.mode == "concurrent" || o.mode == "p3c" {
 		var once sync.Once
 		per := (o.n + o.producers - 1) / o.producers
 		for p := 0; p < o.producers; p++ {
@@ -192,7 +224,7 @@ func run(ctx context.Context, o options) (string, error) {
 			prodWG.Add(1)
 			go func() {
 				defer prodWG.Done()
-				if err := produce(ctx, pool, client, from, to, o.txSize, o.payload, &inserted); err != nil {
+				if err := produce(ctx, pool, client, from, to, o.txSize, mkArgs, &inserted); err != nil {
 					once.Do(func() { prodErr = err })
 				}
 			}()
@@ -251,13 +283,23 @@ func run(ctx context.Context, o options) (string, error) {
 		"payload_bytes=" + strconv.Itoa(o.payload),
 		"stored_args_bytes=" + strconv.FormatFloat(argBytes, 'f', 0, 64),
 		"river_version=" + riverVersion(),
-		"max_workers=" + strconv.Itoa(o.workers),
+		"max_workers=" + strconv.Itoa(maxWorkers),
 		"pool_conns=" + strconv.Itoa(int(pool.Config().MaxConns)),
 		"fetch_cooldown=" + o.fetchCooldown.String(),
 		"fetch_poll=" + o.fetchPoll.String(),
 		"gomaxprocs=" + strconv.Itoa(runtime.GOMAXPROCS(0)),
 	}
-	if o.mode == "concurrent" {
+	if p3 {
+		rows, err := cons.rows(ctx)
+		if err != nil {
+			return "", err
+		}
+		if rows != int64(o.n) {
+			return "", fmt.Errorf("the consumer holds %d rows, want %d", rows, o.n)
+		}
+		kv = append(kv, "consumer_rows="+strconv.FormatInt(rows, 10), "consumer_conns="+strconv.Itoa(o.consumerConns), "transport=http")
+	}
+	if o.mode == "concurrent" || o.mode == "p3c" {
 		kv = append(kv, "producers="+strconv.Itoa(o.producers), "tx_size="+strconv.Itoa(o.txSize),
 			"inserted="+strconv.FormatInt(inserted.Load(), 10))
 	}
@@ -266,12 +308,12 @@ func run(ctx context.Context, o options) (string, error) {
 
 // produce inserts jobs [from, to) in transactions of txSize (InsertManyTx inside the caller's
 // transaction, as a service inserting jobs with its own writes would).
-func produce(ctx context.Context, pool *pgxpool.Pool, client *river.Client[pgx.Tx], from, to, txSize, payload int, inserted *atomic.Int64) error {
+func produce(ctx context.Context, pool *pgxpool.Pool, client *river.Client[pgx.Tx], from, to, txSize int, mkArgs func(int) river.JobArgs, inserted *atomic.Int64) error {
 	params := make([]river.InsertManyParams, 0, txSize)
 	for i := from; i < to; i += txSize {
 		params = params[:0]
 		for k := i; k < min(to, i+txSize); k++ {
-			params = append(params, river.InsertManyParams{Args: newArgs(k+1, payload)})
+			params = append(params, river.InsertManyParams{Args: mkArgs(k + 1)})
 		}
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			_, err := client.InsertManyTx(ctx, tx, params)
@@ -313,7 +355,7 @@ func insertMany(ctx context.Context, dsn string, client *river.Client[pgx.Tx], o
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := produce(ctx, pool, client, from, to, o.txSize, o.payload, &inserted); err != nil {
+			if err := produce(ctx, pool, client, from, to, o.txSize, func(i int) river.JobArgs { return newArgs(i, o.payload) }, &inserted); err != nil {
 				once.Do(func() { prodErr = err })
 			}
 		}()

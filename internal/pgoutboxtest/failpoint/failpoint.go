@@ -1,0 +1,174 @@
+// Package failpoint holds the dispatcher's test-only failpoints: named places in the delivery
+// loop where a test can make the real process die by SIGKILL or stop itself (SPEC T-3, R-AK-8,
+// seed 002's overlap). They are never on by default: Inject is a no-op (one atomic load) unless
+// Configure armed them, and Configure refuses to arm anything outside test mode (R-DP-6 spirit).
+//
+// Arming: the process is started with
+//
+//	PGOUTBOX_TEST_MODE=1
+//	PGOUTBOX_FAILPOINTS="after_claim=kill,after_ack=kill@3"
+//
+// Each entry is NAME=ACTION[@N]: the action fires on the N-th hit of NAME (default 1) and on no
+// other hit. Actions:
+//   - kill:  write "failpoint NAME hit" to stderr, then SIGKILL the own process (no deferred
+//     cleanup, no drain: exactly what kill -9 does).
+//   - pause: write "failpoint NAME hit" to stderr, then SIGSTOP the own process; it resumes when
+//     someone sends SIGCONT (a frozen process whose leases expire meanwhile).
+//
+// PGOUTBOX_FAILPOINTS set without PGOUTBOX_TEST_MODE=1, or in production mode, makes Configure
+// return an error and the process refuse to start.
+package failpoint
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// Environment variables read by Configure.
+const (
+	EnvFailpoints = "PGOUTBOX_FAILPOINTS"
+	EnvTestMode   = "PGOUTBOX_TEST_MODE"
+)
+
+// The dispatcher's crash windows (SPEC T-3).
+const (
+	BeforeClaim  = "before_claim"  // just before claim_deliveries
+	AfterClaim   = "after_claim"   // the claim returned rows; no consumer called yet
+	AfterDeliver = "after_deliver" // the consumer acknowledged (its receipt is committed); ack_delivery not called
+	AfterAck     = "after_ack"     // ack_delivery returned successfully
+	// DuringBatchAck: ack_deliveries (two or more items) ran and returned its rows inside its
+	// transaction, which is not committed yet (R-AK-9: the batch is all or nothing).
+	DuringBatchAck = "during_batch_ack"
+	// PipelinedClaim: a claim returned rows while deliveries of earlier claims were in their
+	// transport call and an outcome group was waiting for its flush (issue 21 item 1).
+	PipelinedClaim = "pipelined_claim"
+)
+
+// Names are the failpoints Configure accepts.
+var Names = []string{BeforeClaim, AfterClaim, AfterDeliver, AfterAck, DuringBatchAck, PipelinedClaim}
+
+// Action is what an armed failpoint does on its N-th hit.
+type Action string
+
+// Actions.
+const (
+	Kill  Action = "kill"
+	Pause Action = "pause"
+)
+
+type point struct {
+	action Action
+	nth    int64
+	hits   atomic.Int64
+}
+
+var (
+	armed  atomic.Bool
+	points map[string]*point // written once by Configure before armed is set
+	fireMu sync.Mutex
+	out    io.Writer = os.Stderr
+	// signal is syscall.Kill on the own pid; replaced in unit tests.
+	signal = func(sig syscall.Signal) { _ = syscall.Kill(os.Getpid(), sig) }
+)
+
+// Inject marks the failpoint name. Disarmed (always, outside tests) it costs one atomic load.
+func Inject(name string) {
+	if !armed.Load() {
+		return
+	}
+	fire(name)
+}
+
+func fire(name string) {
+	p := points[name]
+	if p == nil || p.hits.Add(1) != p.nth {
+		return
+	}
+	fireMu.Lock()
+	defer fireMu.Unlock()
+	fmt.Fprintf(out, "failpoint %s hit\n", name)
+	switch p.action {
+	case Kill:
+		signal(syscall.SIGKILL)
+		select {} // never returns: the signal is on its way
+	case Pause:
+		signal(syscall.SIGSTOP) // returns after SIGCONT
+	}
+}
+
+// Armed reports whether any failpoint is armed.
+func Armed() bool { return armed.Load() }
+
+// Configure arms the failpoints named by PGOUTBOX_FAILPOINTS (read through lookup). With the
+// variable unset or empty it does nothing and returns nil. Otherwise it refuses — returns an
+// error the caller must turn into a refused start — unless PGOUTBOX_TEST_MODE is "1" and the
+// process is not in production mode; a malformed or unknown entry is refused as well.
+func Configure(lookup func(string) (string, bool), production bool) error {
+	spec, _ := lookup(EnvFailpoints)
+	if strings.TrimSpace(spec) == "" {
+		return nil
+	}
+	if v, _ := lookup(EnvTestMode); v != "1" {
+		return errors.New(EnvFailpoints + " is set but " + EnvTestMode + "=1 is not: failpoints are test-only and refused outside test mode")
+	}
+	if production {
+		return errors.New(EnvFailpoints + " is set in production mode: failpoints are refused in production (use mode = \"development\" with " + EnvTestMode + "=1)")
+	}
+	ps, err := parse(spec)
+	if err != nil {
+		return err
+	}
+	points = ps
+	armed.Store(true)
+	return nil
+}
+
+// parse reads a PGOUTBOX_FAILPOINTS value: comma-separated NAME=ACTION[@N].
+func parse(spec string) (map[string]*point, error) {
+	ps := map[string]*point{}
+	for _, entry := range strings.Split(spec, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		name, act, ok := strings.Cut(entry, "=")
+		if !ok {
+			return nil, fmt.Errorf("%s: entry %q: want NAME=ACTION[@N]", EnvFailpoints, entry)
+		}
+		name = strings.TrimSpace(name)
+		if !slices.Contains(Names, name) {
+			return nil, fmt.Errorf("%s: unknown failpoint %q (known: %s)", EnvFailpoints, name, strings.Join(Names, ", "))
+		}
+		if _, dup := ps[name]; dup {
+			return nil, fmt.Errorf("%s: failpoint %q given twice", EnvFailpoints, name)
+		}
+		p := &point{nth: 1}
+		a, n, hasN := strings.Cut(strings.TrimSpace(act), "@")
+		switch Action(a) {
+		case Kill, Pause:
+			p.action = Action(a)
+		default:
+			return nil, fmt.Errorf("%s: failpoint %q: unknown action %q (kill or pause)", EnvFailpoints, name, a)
+		}
+		if hasN {
+			v, err := strconv.ParseInt(n, 10, 64)
+			if err != nil || v < 1 {
+				return nil, fmt.Errorf("%s: failpoint %q: hit number %q must be a positive integer", EnvFailpoints, name, n)
+			}
+			p.nth = v
+		}
+		ps[name] = p
+	}
+	if len(ps) == 0 {
+		return nil, fmt.Errorf("%s: no failpoint given", EnvFailpoints)
+	}
+	return ps, nil
+}

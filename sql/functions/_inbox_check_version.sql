@@ -1,0 +1,75 @@
+-- inbox._inbox_check_version(p_projection_name text, p_projection_version integer, p_build_token uuid)
+--   RETURNS void  (private helper, SPEC §11b R-PV-1)
+-- The projection-version check of inbox.record_receipt and inbox.observe_revision, off their
+-- hot path: both callers first read the version's state in their own primary-key lookup and
+-- call this only when the call is not "an active or frozen version, no token" (or "no
+-- projection, no token"). Rules:
+--   * no projection ('' / 0): no version; a build token is 22023 (a token names a version);
+--   * a projection with no registered version at all in this database (a consumer's own
+--     database): accepted without a token, as before versions existed;
+--   * a version not registered while others of the projection are, or retired: OB802;
+--   * active or frozen: takes no token; a token given is OB001 (no live build writes to a
+--     version that serves deliveries: a builder still holding one after its version left the
+--     shadow state is stale and must stop);
+--   * shadow: the live build's token is required; missing, stale (rotated by a later
+--     start_shadow_build) or from no build at all: OB001. On success the version row stays
+--     locked FOR SHARE until the caller's transaction ends, so start_shadow_build's rotation
+--     (FOR UPDATE) waits for receipts in flight and never overlaps a write under the old token.
+-- SQLSTATEs: 22023, OB802, OB001 as above. Locking: FOR SHARE on the version row (shadow only).
+-- Caller: inbox.record_receipt, inbox.observe_revision (as outbox_owner); granted to nobody.
+CREATE FUNCTION inbox._inbox_check_version(p_projection_name text, p_projection_version integer, p_build_token uuid)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    v_state text;
+    v_live  uuid;
+BEGIN
+    IF coalesce(p_projection_name, '') = '' THEN
+        IF p_build_token IS NOT NULL THEN
+            RAISE EXCEPTION 'inbox: a build token without a projection'
+                USING ERRCODE = '22023', DETAIL = 'a build token names a shadow projection version; a consumer without projection passes none';
+        END IF;
+        RETURN;
+    END IF;
+    SELECT v.state, v.live_build_token INTO v_state, v_live
+      FROM outbox.projection_versions AS v
+     WHERE v.projection_name = p_projection_name AND v.projection_version = p_projection_version
+       FOR SHARE;
+    IF NOT FOUND AND p_build_token IS NULL
+       AND NOT EXISTS (SELECT 1 FROM outbox.projection_versions AS v WHERE v.projection_name = p_projection_name) THEN
+        -- an unversioned projection: no version of it is registered in this database (a
+        -- consumer's inbox in a database of its own, where no delivery set is active). Nothing
+        -- to check against, so receipts are accepted as before versions existed; cutover is for
+        -- projections whose registry shares the database (SPEC §11b, OB810 otherwise).
+        RETURN;
+    END IF;
+    IF NOT FOUND OR v_state = 'retired' THEN
+        RAISE EXCEPTION 'inbox: projection version %@% is %', p_projection_name, p_projection_version,
+                        CASE WHEN v_state IS NULL THEN 'not registered' ELSE v_state END
+            USING ERRCODE = 'OB802',
+                  HINT = 'register it with outbox.register_projection_version (SPEC R-PV-1)';
+    END IF;
+    IF v_state IN ('active', 'frozen') THEN
+        IF p_build_token IS NOT NULL THEN
+            RAISE EXCEPTION 'fencing rejected: projection version %@% is % and takes no build token', p_projection_name, p_projection_version, v_state
+                USING ERRCODE = 'OB001', DETAIL = 'build tokens fence shadow builds only; this build is over';
+        END IF;
+        RETURN;
+    END IF;
+    IF p_build_token IS NULL OR v_live IS DISTINCT FROM p_build_token THEN
+        RAISE EXCEPTION 'fencing rejected: shadow projection version %@% needs its live build token', p_projection_name, p_projection_version
+            USING ERRCODE = 'OB001',
+                  DETAIL = CASE WHEN p_build_token IS NULL THEN 'no build token given'
+                                WHEN v_live IS NULL THEN 'the version has no live build'
+                                ELSE 'the token is stale: a later start_shadow_build rotated it' END,
+                  HINT = 'pass build_token of outbox.start_shadow_build (SPEC R-PV-1)';
+    END IF;
+END
+$fn$;
+
+COMMENT ON FUNCTION inbox._inbox_check_version(text, integer, uuid) IS
+    'Private: projection version check of the inbox functions (OB802 unregistered/retired, OB001 missing/stale shadow token or a token for an active/frozen version, 22023 token without projection); locks a shadow version FOR SHARE. SPEC R-PV-1.';
+REVOKE ALL ON FUNCTION inbox._inbox_check_version(text, integer, uuid) FROM PUBLIC;
