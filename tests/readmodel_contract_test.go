@@ -13,10 +13,11 @@ import (
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 )
 
-// R-OP-2: the CompletenessProofManifest@1 golden. A fixed state (two events with fixed ids and
+// R-OP-2: the CompletenessProofManifest@2 golden (migration 037; @1 proofs stored before it stay
+// verifiable, contracts/schemas keeps their schema). A fixed state (two events with fixed ids and
 // times, both delivered) gives byte-identical manifests on every run (deterministic,
 // content-addressed): the canonical text and its sha256 equal contracts/golden; the document
-// follows contracts/schemas/CompletenessProofManifest@1.schema.json. Run with -update-goldens
+// follows contracts/schemas/CompletenessProofManifest@2.schema.json. Run with -update-goldens
 // after a deliberate contract change.
 func TestCompletenessManifestGolden(t *testing.T) {
 	t.Parallel()
@@ -55,9 +56,9 @@ func TestCompletenessManifestGolden(t *testing.T) {
 		t.Fatalf("manifest differs from the golden:\n got  %s\n want %s", m.Raw, wantCanon)
 	}
 	schemas := compileContractSchemas(t)
-	sc, ok := schemas["CompletenessProofManifest@1"]
+	sc, ok := schemas["CompletenessProofManifest@2"]
 	if !ok {
-		t.Fatal("no CompletenessProofManifest@1 schema")
+		t.Fatal("no CompletenessProofManifest@2 schema")
 	}
 	for _, f := range []string{"document.json", "canonical.json"} {
 		raw, err := os.ReadFile(filepath.Join(dir, f))

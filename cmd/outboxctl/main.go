@@ -57,7 +57,7 @@ commands:
   proof take [-inbox-db URL] [SCOPE_JSON]  completeness proof of the scope (default {}) (as outbox_auditor);
                                            -inbox-db: the projector's inbox is another database (two-part proof)
   proof check MANIFEST_ID                  re-check a proof against the current state
-  proof show MANIFEST_ID                   print the CompletenessProofManifest@1 document
+  proof show MANIFEST_ID                   print the CompletenessProofManifest document (@2; @1 before migration 037)
   proof search KIND ID                     exact-id search (eventId, operationId, correlationId, runId,
                                            reservationId, causationId)
   serve [-listen 127.0.0.1:8089] [-operator] [-show-payloads]

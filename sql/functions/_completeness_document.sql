@@ -1,30 +1,23 @@
--- outbox._completeness_document(p_filter text)
+{{- /* Rendered with (dict "manifest_v2" true) by 037_completeness_manifest_v2.sql and every later
+       migration that re-includes this file: the two-argument signature. 017 and 028 include it
+       with their own data and get the one-argument function they drop by name (the manifest
+       version is then a local, 2). docs/migrations.md rule 4. */ -}}
+{{- $v2 := and (kindIs "map" .) (hasKey . "manifest_v2") -}}
+-- outbox._completeness_document(p_filter text, p_manifest_version integer DEFAULT 2)
 --   RETURNS TABLE (document text, manifest_sha256 text, status text, member_count bigint)
--- (private helper, SPEC R-OP-2) Builds the CompletenessProofManifest@1 document of the canonical
--- source filter p_filter (outbox._completeness_filter) from the current state, as RFC 8785
--- canonical text, and its jcs-sha256-v1. Deterministic: the same state and filter give the same
--- text (no time, no transaction id, no position inside it). It carries:
---   * members: the exact member set, one {deliverySet quartet, eventEnvelopeSha256, eventId,
---     eventType, schemaVersion} per source event in scope (hot and archived: location is not
---     part of identity), ordered by eventId; memberSetSha256 = jcs-sha256-v1 of that array;
---     kindSets: per (eventType, schemaVersion) count and set digest of its members;
---   * guards, each {count, evaluated, setSha256} over its exact entries ("eventId/destination",
---     sorted): nonTerminalDeliveries (mandatory pending|leased), receiptAntiJoin (deliveries to
---     a projection target without an acknowledged, verified receipt), openRevisionGaps (waiting
---     with awaiting_revision), openQuarantine (quarantined deliveries), unsupportedSchemas
---     (quarantined as unsupported_schema|unknown_event_type), archiveIntegrity (rows of the
---     retention hook outbox.archive_integrity_problems over the archived members' created_at
---     range; not evaluated -> status unknown when the hook fails);
---   * status: complete_for_supported_scope iff every guard is evaluated and 0;
---     unknown when a guard could not be evaluated; else partial_source_gap.
--- The filter {"sourceKind":"observation"} is the accepted observations' own proof
---   (intake._observation_completeness_document, R-OB-4).
--- Everything but the archive guard is read by ONE statement (one snapshot even under READ
--- COMMITTED); take_completeness_snapshot additionally requires REPEATABLE READ.
--- Memory: work_mem 128MB for this call (the member texts are aggregated in memory: about
---   400 bytes per member; measured 30 % faster than spilling at the default 4MB).
--- Locking: none (plain reads). Caller: take_completeness_snapshot, check_completeness; nobody else.
-CREATE FUNCTION outbox._completeness_document(p_filter text)
+-- (private helper, SPEC R-OP-2, R-PV-3) The CompletenessProofManifest@2 (or @1, to re-check a
+-- proof taken before migration 037) RFC 8785 text of the canonical source filter p_filter over
+-- the current state, and its jcs-sha256-v1. Deterministic: no time, transaction id or position.
+-- Members (exact set, per-kind set digests) and guards ({count, evaluated, setSha256} over the
+-- sorted "eventId/destination" entries) are described in docs/read-model.md. receiptAntiJoin:
+-- @1 = projection deliveries not acknowledged; @2 = against the ACTIVE version of each
+-- projection (outbox.projection_versions): a delivery to the active version must be
+-- acknowledged, a delivery to another (former) version needs an inbox receipt of the active
+-- version; @2 records the versions in "projectionVersions". Scope {"sourceKind":"observation"}
+-- is intake._observation_completeness_document (@1, R-OB-4). One statement reads everything
+-- but the archive guard. work_mem 128MB: member texts aggregate in memory (~400 B/member).
+-- Locking: none. Callers: take_completeness_snapshot, check_completeness.
+CREATE FUNCTION outbox._completeness_document(p_filter text{{ if $v2 }}, p_manifest_version integer DEFAULT 2{{ end }})
 RETURNS TABLE (document text, manifest_sha256 text, status text, member_count bigint)
 LANGUAGE plpgsql
 STABLE
@@ -47,7 +40,14 @@ DECLARE
     v_as      text;
     v_status  text;
     v_doc     text;
+    v_pvs     text;
+{{- if not $v2 }}
+    p_manifest_version integer := 2;  -- the one-argument rendering (017, 028)
+{{- end }}
 BEGIN
+    IF p_manifest_version IS NULL OR p_manifest_version NOT IN (1, 2) THEN
+        RAISE EXCEPTION 'unknown CompletenessProofManifest version %', p_manifest_version USING ERRCODE = '22023';
+    END IF;
     IF v_f ->> 'sourceKind' = 'observation' THEN
         RETURN QUERY SELECT * FROM intake._observation_completeness_document(p_filter);
         RETURN;
@@ -84,23 +84,38 @@ BEGIN
                    pg_catalog.to_json(m.sha), m.event_id, pg_catalog.to_json(m.event_type),
                    pg_catalog.to_json(m.schema_version)) AS j
           FROM m
-    ), d AS MATERIALIZED (
+    ), d0 AS (
         SELECT od.event_id, od.destination, od.status, od.last_error_code,
-               od.required_projection_name IS NOT NULL AS proj, od.mandatory
+               od.required_projection_name AS pname, od.required_projection_version AS pver,
+               od.consumer_name AS cname, od.mandatory
           FROM mt JOIN outbox.outbox_deliveries AS od ON od.event_id = mt.event_id
          WHERE NOT mt.archived AND (v_dests IS NULL OR od.destination = ANY (v_dests))
         UNION ALL
         SELECT ad.event_id, ad.destination, ad.status, ad.row_image ->> 'last_error_code',
-               (ad.row_image ->> 'required_projection_name') IS NOT NULL,
+               ad.row_image ->> 'required_projection_name',
+               (ad.row_image ->> 'required_projection_version')::integer,
+               ad.row_image ->> 'consumer_name',
                coalesce((ad.row_image ->> 'mandatory')::boolean, true)
           FROM mt JOIN outbox.archived_deliveries AS ad ON ad.event_id = mt.event_id
          WHERE mt.archived AND (v_dests IS NULL OR ad.destination = ANY (v_dests))
+    ), d AS MATERIALIZED (
+        -- act: the projection's active version (R-PV-2); an unregistered projection keeps the
+        -- delivery's own target.
+        SELECT d0.*, d0.pname IS NOT NULL AS proj,
+               coalesce(av.projection_version, d0.pver) AS act
+          FROM d0 LEFT JOIN outbox.projection_versions AS av
+            ON av.projection_name = d0.pname AND av.state = 'active'
     ), g AS (
         SELECT 'nonTerminalDeliveries' AS guard, d.event_id::text || '/' || d.destination AS entry
           FROM d WHERE d.mandatory AND d.status IN ('pending', 'leased')
         UNION ALL
         SELECT 'receiptAntiJoin', d.event_id::text || '/' || d.destination
-          FROM d WHERE d.proj AND d.status <> 'acknowledged'
+          FROM d
+         WHERE d.proj
+           AND CASE WHEN p_manifest_version = 1 OR d.pver = d.act THEN d.status <> 'acknowledged'
+                    ELSE NOT EXISTS (SELECT 1 FROM inbox.inbox_receipts AS r
+                                      WHERE r.consumer_name = d.cname AND r.projection_name = d.pname
+                                        AND r.projection_version = d.act AND r.event_id = d.event_id) END
         UNION ALL
         SELECT 'openRevisionGaps', d.event_id::text || '/' || d.destination
           FROM d WHERE d.status IN ('pending', 'leased') AND d.last_error_code = 'awaiting_revision'
@@ -134,8 +149,12 @@ BEGIN
               LEFT JOIN gs ON gs.guard = v.gn),
            (SELECT coalesce(pg_catalog.sum(gs.n), 0) > 0 FROM gs),
            (SELECT pg_catalog.min(mt.created_at) FROM mt WHERE mt.archived),
-           (SELECT pg_catalog.max(mt.created_at) FROM mt WHERE mt.archived)
-      INTO v_count, v_members, v_kinds, v_guards, v_nonzero, v_amin, v_amax;
+           (SELECT pg_catalog.max(mt.created_at) FROM mt WHERE mt.archived),
+           (SELECT coalesce(pg_catalog.string_agg(
+                       pg_catalog.format('{"activeVersion":%s,"projectionName":%s}', p.act, pg_catalog.to_json(p.pname)),
+                       ',' ORDER BY p.pname COLLATE "C", p.act), '')
+              FROM (SELECT DISTINCT d.pname, d.act FROM d WHERE d.proj) AS p)
+      INTO v_count, v_members, v_kinds, v_guards, v_nonzero, v_amin, v_amax, v_pvs;
 
     -- The retention hook (docs/retention.md): archived members may count as complete only
     -- when the archive runs covering them verify. A failing hook leaves the guard unevaluated.
@@ -164,15 +183,20 @@ BEGIN
 
     v_doc := '{"digestAlgorithmVersion":"jcs-sha256-v1","guards":{' || v_archive || ',' || v_guards
           || '},"kindSets":[' || v_kinds
-          || '],"manifestSchemaVersion":1,"manifestType":"CompletenessProofManifest","memberCount":' || v_count
+          || '],"manifestSchemaVersion":' || p_manifest_version
+          || ',"manifestType":"CompletenessProofManifest","memberCount":' || v_count
           || ',"memberSetSha256":"' || outbox._sha256_hex('[' || v_members || ']')
           || '","members":[' || v_members
-          || '],"parts":[{"part":"producer","receiptEvidence":"acknowledged_deliveries"}],"sourceFilter":' || p_filter
+          || CASE WHEN p_manifest_version = 1
+                  THEN '],"parts":[{"part":"producer","receiptEvidence":"acknowledged_deliveries"}]'
+                  ELSE '],"parts":[{"part":"producer","receiptEvidence":"active_version_receipts"}],"projectionVersions":['
+                       || v_pvs || ']' END
+          || ',"sourceFilter":' || p_filter
           || ',"sourceFilterSha256":"' || outbox._sha256_hex(p_filter)
           || '","status":"' || v_status || '"}';
     RETURN QUERY SELECT v_doc, outbox._sha256_hex(v_doc), v_status, v_count;
 END
 $fn$;
-COMMENT ON FUNCTION outbox._completeness_document(text) IS
-    'Private: the CompletenessProofManifest@1 canonical text of a source filter over the current state, its jcs-sha256-v1, status and member count (SPEC R-OP-2).';
-REVOKE ALL ON FUNCTION outbox._completeness_document(text) FROM PUBLIC;
+COMMENT ON FUNCTION outbox._completeness_document(text{{ if $v2 }}, integer{{ end }}) IS
+    'Private: the CompletenessProofManifest@2 (or @1) canonical text of a source filter over the current state, its jcs-sha256-v1, status and member count (SPEC R-OP-2).';
+REVOKE ALL ON FUNCTION outbox._completeness_document(text{{ if $v2 }}, integer{{ end }}) FROM PUBLIC;

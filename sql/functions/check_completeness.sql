@@ -7,6 +7,8 @@
 --   manifest_sha256 or is of an unknown manifest/digest version; guard_unavailable: the proof or
 --   the re-check could not evaluate a guard).
 -- Locking: none. The member set and the delivery guards are read by one statement.
+-- Manifest versions: @2 (migration 037: receipt anti-join against the active projection
+--   versions) and @1 (proofs taken before it) are both re-derived in their own shape.
 -- SQLSTATEs: none of its own. Caller: outbox_auditor.
 CREATE FUNCTION outbox.check_completeness(p_manifest_id uuid)
 RETURNS TABLE (freshness text, reason text)
@@ -18,6 +20,7 @@ AS $fn$
 DECLARE
     v_m   outbox.completeness_manifests%ROWTYPE;
     v_now record;
+    v_ver integer;
 BEGIN
     SELECT * INTO v_m FROM outbox.completeness_manifests AS c WHERE c.manifest_id = p_manifest_id;
     IF NOT FOUND THEN
@@ -29,8 +32,10 @@ BEGIN
         RETURN;
     END IF;
     -- Version and scope checks on the text (the document can be tens of MB: never parsed here).
+    v_ver := CASE WHEN pg_catalog.strpos(v_m.document, ',"manifestSchemaVersion":2,"manifestType":"CompletenessProofManifest",') > 0 THEN 2
+                  WHEN pg_catalog.strpos(v_m.document, ',"manifestSchemaVersion":1,"manifestType":"CompletenessProofManifest",') > 0 THEN 1 END;
     IF pg_catalog.left(v_m.document, 42) <> '{"digestAlgorithmVersion":"jcs-sha256-v1",'
-       OR pg_catalog.strpos(v_m.document, ',"manifestSchemaVersion":1,"manifestType":"CompletenessProofManifest",') = 0
+       OR v_ver IS NULL
        OR pg_catalog.strpos(v_m.document, ',"sourceFilter":' || v_m.source_filter || ',"sourceFilterSha256":') = 0 THEN
         RETURN QUERY SELECT 'unverified'::text, 'definition_mismatch'::text;
         RETURN;
@@ -39,7 +44,7 @@ BEGIN
         RETURN QUERY SELECT 'unverified'::text, 'guard_unavailable'::text;
         RETURN;
     END IF;
-    SELECT * INTO v_now FROM outbox._completeness_document(v_m.source_filter);
+    SELECT * INTO v_now FROM outbox._completeness_document(v_m.source_filter, v_ver);
     IF v_now.status = 'unknown' THEN
         RETURN QUERY SELECT 'unverified'::text, 'guard_unavailable'::text;
     ELSIF v_now.manifest_sha256 = v_m.manifest_sha256 THEN

@@ -3,12 +3,14 @@
 -- Purpose (SPEC R-OP-3): exact-identifier search, never a prefix or fuzzy match.
 --   kind eventId matches the source events (hot and archived) directly; operationId,
 --   correlationId, runId, reservationId, causationId match the projector's exact-identifier
---   index (inbox.projection_exact_ids). A match returns one row per event ('matched', NULL,
---   event, the operation the projector links it to - NULL while unlinked).
+--   index (inbox.projection_exact_ids) of each projection's ACTIVE version (outbox.projection_versions;
+--   an unregistered projection's rows count as they are): a shadow or frozen version's rows never
+--   answer (R-PV-2). A match returns one row per event ('matched', NULL, event, the operation the
+--   projector links it to - NULL while unlinked).
 --   No match: 'not_found' only when the most recent manifest with scope {} is
 --   complete_for_supported_scope AND outbox.check_completeness says verified_current AND, for
---   the index kinds, every acknowledged projection delivery has its event in the index of this
---   database (else source_gap: the projector's inbox is elsewhere or does not index); otherwise
+--   the index kinds, every acknowledged projection delivery has its event in the active version's
+--   index of this database (else source_gap: the projector's inbox is elsewhere or does not index); otherwise
 --   one row 'inconclusive' with the reason: no_completed_snapshot (none, or not verifiable),
 --   stale_snapshot, pending_deliveries, quarantine_open, source_gap (receipt anti-join, open
 --   gaps, unsupported schemas, archive integrity).
@@ -61,6 +63,9 @@ BEGIN
         SELECT 'matched'::text, NULL::text, s.event_id,
                (SELECT x.operation_id FROM inbox.projection_exact_ids AS x
                  WHERE x.id_kind = 'eventId' AND x.id_value = p_id AND x.operation_id IS NOT NULL
+                   AND x.projection_version = coalesce((SELECT pv.projection_version FROM outbox.projection_versions AS pv
+                                                         WHERE pv.projection_name = x.projection_name AND pv.state = 'active'),
+                                                        x.projection_version)
                  ORDER BY x.operation_id COLLATE "C" LIMIT 1)
           FROM (SELECT e.event_id FROM outbox.outbox_events AS e WHERE e.event_id = v_event
                 UNION ALL
@@ -71,6 +76,9 @@ BEGIN
         SELECT 'matched'::text, NULL::text, x.event_id, pg_catalog.max(x.operation_id COLLATE "C")
           FROM inbox.projection_exact_ids AS x
          WHERE x.id_kind = p_kind AND x.id_value = p_id
+           AND x.projection_version = coalesce((SELECT pv.projection_version FROM outbox.projection_versions AS pv
+                                                 WHERE pv.projection_name = x.projection_name AND pv.state = 'active'),
+                                                x.projection_version)
          GROUP BY x.event_id
          ORDER BY x.event_id;
         v_found := FOUND;
@@ -103,14 +111,20 @@ BEGIN
                           AND NOT EXISTS (SELECT 1 FROM inbox.projection_exact_ids AS x
                                            WHERE x.consumer_name = d.consumer_name
                                              AND x.projection_name = d.required_projection_name
-                                             AND x.projection_version = d.required_projection_version
+                                             AND x.projection_version = coalesce(
+                                                     (SELECT pv.projection_version FROM outbox.projection_versions AS pv
+                                                       WHERE pv.projection_name = d.required_projection_name AND pv.state = 'active'),
+                                                     d.required_projection_version)
                                              AND x.event_id = d.event_id))
             OR EXISTS (SELECT 1 FROM outbox.archived_deliveries AS a
                         WHERE a.status = 'acknowledged' AND (a.row_image ->> 'required_projection_name') IS NOT NULL
                           AND NOT EXISTS (SELECT 1 FROM inbox.projection_exact_ids AS x
                                            WHERE x.consumer_name = a.row_image ->> 'consumer_name'
                                              AND x.projection_name = a.row_image ->> 'required_projection_name'
-                                             AND x.projection_version = (a.row_image ->> 'required_projection_version')::integer
+                                             AND x.projection_version = coalesce(
+                                                     (SELECT pv.projection_version FROM outbox.projection_versions AS pv
+                                                       WHERE pv.projection_name = a.row_image ->> 'required_projection_name' AND pv.state = 'active'),
+                                                     (a.row_image ->> 'required_projection_version')::integer)
                                              AND x.event_id = a.event_id))) THEN
             RETURN QUERY SELECT 'inconclusive'::text, 'source_gap'::text, NULL::uuid, NULL::text;
             RETURN;

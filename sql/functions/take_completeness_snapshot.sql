@@ -1,10 +1,11 @@
 -- outbox.take_completeness_snapshot(scope json)
 --   RETURNS TABLE (manifest_id uuid, manifest_sha256 text, status text)
 -- Purpose (SPEC R-OP-2): a completeness proof of the producer's database. Builds the
---   CompletenessProofManifest@1 of the scope (outbox._completeness_document: exact member set
+--   CompletenessProofManifest@2 of the scope (outbox._completeness_document: exact member set
 --   with per-kind set digests and every guard) from the caller's REPEATABLE READ snapshot and
 --   stores it immutably (outbox.completeness_manifests, OB202 on change) under a new
---   manifest_id. Receipt evidence here is the acknowledged deliveries' verified ack receipts;
+--   manifest_id. Receipt evidence: a delivery to the projection's active version is acknowledged
+--   (verified ack receipt), a delivery to a former version has a receipt of the active one;
 --   where the projector's inbox is another database, the Go companion (internal/readmodel)
 --   snapshots it as well and records that part beside this manifest.
 --   scope: {} = every event; optional eventTypes: [..], destinations: [..] (exact literals).
@@ -38,6 +39,6 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION outbox.take_completeness_snapshot(json) IS
-    'Completeness proof (SPEC R-OP-2): stores the immutable, content-addressed CompletenessProofManifest@1 of the scope from one REPEATABLE READ snapshot; returns (manifest_id, manifest_sha256, status). OB501 outside REPEATABLE READ/SERIALIZABLE, 22023 malformed scope. Caller: outbox_auditor.';
+    'Completeness proof (SPEC R-OP-2): stores the immutable, content-addressed CompletenessProofManifest@2 of the scope from one REPEATABLE READ snapshot; returns (manifest_id, manifest_sha256, status). OB501 outside REPEATABLE READ/SERIALIZABLE, 22023 malformed scope. Caller: outbox_auditor.';
 REVOKE ALL ON FUNCTION outbox.take_completeness_snapshot(json) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION outbox.take_completeness_snapshot(json) TO outbox_auditor;
