@@ -17,6 +17,7 @@
 //	outboxctl [-db URL] mailbox status SOURCE | mailbox resolve SOURCE MSG_ID RESOLUTION NOTE
 //	outboxctl [-db URL] projection list | register NAME VERSION DIGEST | rows NAME VERSION RELATION | build NAME VERSION | digest NAME VERSION | compare NAME A B
 //	outboxctl [-db URL] projection progress BUILD | freeze BUILD TOKEN | pause DEST REASON | resume DEST | cutover BUILD TOKEN V S ALG DIGEST | proof ID | boundary ID | retire NAME V | drop NAME V
+//	outboxctl [-db URL] projection rollback NAME VERSION V S ALG DIGEST
 //
 // The database URL comes from -db, else PGOUTBOX_URL, else DATABASE_URL.
 package main
@@ -30,6 +31,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/failpoint"
 )
 
 const usage = `usage: outboxctl [-db URL] COMMAND
@@ -79,6 +82,10 @@ commands:
   projection cutover BUILD TOKEN VERSION SCHEMA ALGORITHM DIGEST
                                            switch (or roll back) to the build's version and activate that delivery set:
                                            switched, or blocked with its reasons (the readiness proof is written either way)
+  projection rollback NAME VERSION SETVERSION SCHEMA ALGORITHM DIGEST
+                                           roll back to the frozen former version NAME@VERSION by the same protocol
+                                           (rollback build, hand-out, freeze, cutover_projection to that delivery set);
+                                           rerun it after a crash: a new build abandons the half-done one
   projection proof ID | boundary ID        print a CutoverReadinessProof@1 / CutoverCandidateBoundary@1
   projection retire NAME VERSION | drop NAME VERSION
                                            retire a version (OB809 while targeted or the rollback target) / drop its rows
@@ -97,6 +104,12 @@ func main() {
 	}
 	if *dsn == "" {
 		*dsn = os.Getenv("DATABASE_URL")
+	}
+	// Test-only failpoints (SPEC T-10: kill -9 of the cutover caller between its steps); refused
+	// unless PGOUTBOX_TEST_MODE=1, a no-op when PGOUTBOX_FAILPOINTS is unset.
+	if err := failpoint.Configure(os.LookupEnv, false); err != nil {
+		fmt.Fprintln(os.Stderr, "outboxctl:", err)
+		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

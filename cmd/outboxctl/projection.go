@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/failpoint"
 )
 
 // runProjection: projection versions (SPEC §11b, docs/projection-versions.md). Each subcommand
@@ -98,6 +100,7 @@ func runProjection(ctx context.Context, dsn string, args []string, out io.Writer
 		if err != nil {
 			return err
 		}
+		failpoint.Inject(failpoint.ProjectionAfterBuild)
 		fmt.Fprintf(out, "build %s of %s@%d\ntoken %s (pass it to the builder; a later build rotates it)\n", b.BuildID, args[1], v, b.BuildToken)
 		return nil
 	case args[0] == "digest" && len(args) == 3:
@@ -165,6 +168,7 @@ func runProjection(ctx context.Context, dsn string, args []string, out io.Writer
 		if err != nil {
 			return err
 		}
+		failpoint.Inject(failpoint.ProjectionAfterFreeze)
 		fmt.Fprintf(out, "boundary %s %s\ntoken %s (the old token is void)\n", b.BoundaryID, b.BoundarySHA256, b.BuildToken)
 		return nil
 	case (args[0] == "pause" && len(args) == 3) || (args[0] == "resume" && len(args) == 2):
@@ -175,6 +179,9 @@ func runProjection(ctx context.Context, dsn string, args []string, out io.Writer
 		defer conn.Close(ctx)
 		if args[0] == "pause" {
 			err = pgcall.PauseDestinationClaims(ctx, conn, args[1], args[2])
+			if err == nil {
+				failpoint.Inject(failpoint.ProjectionAfterPause)
+			}
 		} else {
 			err = pgcall.ResumeDestinationClaims(ctx, conn, args[1])
 		}
@@ -199,11 +206,21 @@ func runProjection(ctx context.Context, dsn string, args []string, out io.Writer
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "%s proof %s %s\n", r.Result, r.ProofID, r.ProofSHA256)
-		for _, reason := range r.Reasons {
-			fmt.Fprintf(out, "  blocked by %s\n", reason)
-		}
+		failpoint.Inject(failpoint.ProjectionAfterCutover)
+		printCutover(out, r)
 		return nil
+	case args[0] == "rollback" && len(args) == 7:
+		v, err := version(args[2])
+		if err != nil {
+			return err
+		}
+		sv, err1 := strconv.Atoi(args[3])
+		sch, err2 := strconv.Atoi(args[4])
+		if err1 != nil || err2 != nil {
+			return errUsage
+		}
+		return runRollback(ctx, dsn, args[1], v, pgcall.Quartet{DeliverySetVersion: sv,
+			DefinitionSchemaVersion: sch, DigestAlgorithmVersion: args[5], DefinitionDigest: args[6]}, out)
 	case (args[0] == "proof" || args[0] == "boundary") && len(args) == 2:
 		conn, err := connectAs(ctx, dsn, "outbox_auditor")
 		if err != nil {
@@ -246,6 +263,101 @@ func runProjection(ctx context.Context, dsn string, args []string, out io.Writer
 		return nil
 	}
 	return errUsage
+}
+
+func printCutover(out io.Writer, r pgcall.CutoverResult) {
+	fmt.Fprintf(out, "%s proof %s %s\n", r.Result, r.ProofID, r.ProofSHA256)
+	for _, reason := range r.Reasons {
+		fmt.Fprintf(out, "  blocked by %s\n", reason)
+	}
+}
+
+// errRollbackBlocked: the rollback's cutover wrote a Blocked readiness proof (nothing else
+// changed); the operator fixes the reasons and calls cutover with the printed build and token,
+// or runs rollback again.
+var errRollbackBlocked = errors.New("rollback blocked: the readiness proof names the reasons; nothing else changed")
+
+// runRollback rolls projectionName back to its frozen former version by the cutover protocol in
+// the other direction (SPEC R-PV-3, docs/projection-versions.md runbook step 6): a rollback build
+// of the frozen version (outbox.start_shadow_build), its sources handed out until none is left
+// (its receipts exist already: dual-apply kept it current), the freeze, the hand-out of the
+// boundary members the build still lacks (until OB803), and cutover_projection to the delivery
+// set q whose members target that version. Each call commits on its own; a crash between them
+// leaves the old pointer in place (the cutover is one transaction), and running rollback again
+// starts a new build, which abandons the half-done one (its token dies, OB001).
+func runRollback(ctx context.Context, dsn, name string, version int, q pgcall.Quartet, out io.Writer) error {
+	aud, err := connectAs(ctx, dsn, "outbox_auditor")
+	if err != nil {
+		return err
+	}
+	defer aud.Close(ctx)
+	vs, err := pgcall.ConsoleProjectionVersions(ctx, aud, 1000)
+	if err != nil {
+		return err
+	}
+	state := ""
+	for _, r := range vs {
+		if r.ProjectionName == name && r.ProjectionVersion == version {
+			state = r.State
+		}
+	}
+	if state != "frozen" {
+		if state == "" {
+			state = "not registered"
+		}
+		return fmt.Errorf("rollback: %s@%d is %s; only the frozen former version is a rollback target (a shadow is cut over with build/freeze/cutover)", name, version, state)
+	}
+	conn, err := connectAs(ctx, dsn, "outbox_projector")
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	b, err := pgcall.StartShadowBuild(ctx, conn, name, version)
+	if err != nil {
+		return fmt.Errorf("rollback build: %w", err)
+	}
+	failpoint.Inject(failpoint.ProjectionAfterBuild)
+	fmt.Fprintf(out, "rollback build %s of %s@%d\n", b.BuildID, name, version)
+	handOut := func(token string) (int, error) {
+		n := 0
+		for {
+			batch, err := pgcall.ClaimRebuildSources(ctx, conn, b.BuildID, token, 1000)
+			if errors.Is(err, pgcall.ErrOutsideCutoverBoundary) {
+				return n, nil
+			}
+			if err != nil {
+				return n, fmt.Errorf("rollback hand-out: %w", err)
+			}
+			if len(batch) == 0 {
+				return n, nil
+			}
+			n += len(batch)
+		}
+	}
+	n, err := handOut(b.BuildToken)
+	if err != nil {
+		return err
+	}
+	fz, err := pgcall.FreezeCutoverCandidate(ctx, conn, b.BuildID, b.BuildToken)
+	if err != nil {
+		return fmt.Errorf("rollback freeze: %w", err)
+	}
+	failpoint.Inject(failpoint.ProjectionAfterFreeze)
+	late, err := handOut(fz.BuildToken)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "boundary %s %s (%d sources handed out)\ntoken %s\n", fz.BoundaryID, fz.BoundarySHA256, n+late, fz.BuildToken)
+	r, err := pgcall.CutoverProjection(ctx, conn, b.BuildID, fz.BuildToken, q)
+	if err != nil {
+		return fmt.Errorf("rollback cutover: %w", err)
+	}
+	failpoint.Inject(failpoint.ProjectionAfterCutover)
+	printCutover(out, r)
+	if r.Result != pgcall.CutoverSwitched {
+		return errRollbackBlocked
+	}
+	return nil
 }
 
 // progressBar draws built / (built + remaining) in 30 cells.

@@ -6,9 +6,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 	"github.com/oceanway/pgoutbox/internal/readmodel"
@@ -134,4 +136,103 @@ func get(t *testing.T, url string) string {
 		t.Fatalf("GET %s: %d %v\n%s", url, resp.StatusCode, err, b)
 	}
 	return string(b)
+}
+
+// R-PV-3, T-10: `outboxctl projection rollback` returns to the frozen former version by the same
+// protocol (rollback build, hand-out, freeze, cutover_projection with the old set's quartet):
+// after a forward cutover driven by the runbook's commands, a rollback to the active version,
+// to an unregistered one, or with a delivery set that does not target the frozen version changes
+// nothing; the right quartet switches back with a readiness proof of direction rollback.
+func TestProjectionRollbackCommand(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := testdb.URL(t)
+	admin := testdb.Conn(t, dsn, "")
+	q1 := testfix.ActivateReference(t, admin)
+	q2 := testfix.RegisterRetargetedReference(t, admin, 2, "operations_timeline", 2)
+	do := func(args ...string) (string, error) {
+		t.Helper()
+		var out bytes.Buffer
+		err := run(ctx, dsn, args, &out)
+		return out.String(), err
+	}
+	must := func(args ...string) string {
+		t.Helper()
+		out, err := do(args...)
+		if err != nil {
+			t.Fatalf("outboxctl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	quartet := func(q pgcall.Quartet) []string {
+		return []string{strconv.Itoa(q.DeliverySetVersion), strconv.Itoa(q.DefinitionSchemaVersion), q.DigestAlgorithmVersion, q.DefinitionDigest}
+	}
+	state := func() string {
+		t.Helper()
+		var s string
+		if err := admin.QueryRow(ctx, `SELECT string_agg(projection_version || ':' || state, ' ' ORDER BY projection_version)
+			|| ' set=' || (SELECT delivery_set_version FROM outbox.delivery_set_versions WHERE status = 'active')
+			|| ' proofs=' || (SELECT count(*) FROM outbox.cutover_readiness_proofs)
+			FROM outbox.projection_versions WHERE projection_name = 'operations_timeline'`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+
+	// forward: no event yet, so the shadow is complete at once
+	must("projection", "register", "operations_timeline", "2", "unknown")
+	if out, err := do(append([]string{"projection", "rollback", "operations_timeline", "2"}, quartet(q2)...)...); err == nil ||
+		!strings.Contains(err.Error(), "is shadow") {
+		t.Fatalf("rollback to a shadow: %v %q, want a refusal", err, out)
+	}
+	b := strings.Split(must("projection", "build", "operations_timeline", "2"), "\n")
+	buildID, token := strings.Fields(b[0])[1], strings.Fields(b[1])[1]
+	fz := strings.Split(must("projection", "freeze", buildID, token), "\n")
+	token = strings.Fields(fz[1])[1]
+	if out := must(append([]string{"projection", "cutover", buildID, token}, quartet(q2)...)...); !strings.HasPrefix(out, "switched proof ") {
+		t.Fatalf("cutover output %q", out)
+	}
+	if got := state(); got != "1:frozen 2:active set=2 proofs=1" {
+		t.Fatalf("after the cutover: %s", got)
+	}
+
+	// refusals: nothing changes
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{append([]string{"projection", "rollback", "operations_timeline", "2"}, quartet(q1)...), "is active"},
+		{append([]string{"projection", "rollback", "operations_timeline", "7"}, quartet(q1)...), "not registered"},
+		{append([]string{"projection", "rollback", "operations_timeline", "1"}, quartet(q2)...), "22023"},
+		{[]string{"projection", "rollback", "operations_timeline", "1", "x", "1", "jcs-sha256-v1", "d"}, "bad usage"},
+	} {
+		out, err := do(c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("outboxctl %s: %v %q, want an error naming %q", strings.Join(c.args, " "), err, out, c.want)
+		}
+		if got := state(); got != "1:frozen 2:active set=2 proofs=1" {
+			t.Fatalf("a refused rollback (%s) changed state: %s", c.want, got)
+		}
+	}
+
+	out := must(append([]string{"projection", "rollback", "operations_timeline", "1"}, quartet(q1)...)...)
+	lines := strings.Split(out, "\n")
+	if len(lines) < 4 || !strings.HasPrefix(lines[0], "rollback build ") || !strings.HasPrefix(lines[1], "boundary ") ||
+		!strings.HasPrefix(lines[3], "switched proof ") {
+		t.Fatalf("rollback output %q", out)
+	}
+	if got := state(); got != "1:active 2:frozen set=1 proofs=2" {
+		t.Fatalf("after the rollback: %s", got)
+	}
+	proof := must("projection", "proof", strings.Fields(lines[3])[2])
+	for _, want := range []string{`"direction":"rollback"`, `"fromVersion":2`, `"toVersion":1`, `"result":"Switched"`} {
+		if !strings.Contains(proof, want) {
+			t.Fatalf("rollback proof lacks %s: %s", want, proof)
+		}
+	}
+	// the rollback build is terminal: its token is dead
+	rbBuild, rbToken := strings.Fields(lines[0])[2], strings.Fields(lines[2])[1]
+	if _, err := do(append([]string{"projection", "cutover", rbBuild, rbToken}, quartet(q1)...)...); err == nil || !strings.Contains(err.Error(), "OB001") {
+		t.Fatalf("cutover with the switched rollback build's token: %v, want OB001", err)
+	}
 }

@@ -1,6 +1,7 @@
-// Package failpoint holds the dispatcher's test-only failpoints: named places in the delivery
-// loop where a test can make the real process die by SIGKILL or stop itself (SPEC T-3, R-AK-8,
-// seed 002's overlap). They are never on by default: Inject is a no-op (one atomic load) unless
+// Package failpoint holds the test-only failpoints of the dispatcher and of outboxctl: named
+// places in the delivery loop, or between the steps of the projection cutover protocol, where a
+// test can make the real process die by SIGKILL or stop itself (SPEC T-3, T-10, R-AK-8, seed
+// 002's overlap). They are never on by default: Inject is a no-op (one atomic load) unless
 // Configure armed them, and Configure refuses to arm anything outside test mode (R-DP-6 spirit).
 //
 // Arming: the process is started with
@@ -52,8 +53,19 @@ const (
 	PipelinedClaim = "pipelined_claim"
 )
 
+// The cutover caller's crash windows (SPEC T-10, R-PV-2, R-PV-3): outboxctl projection build /
+// freeze / pause / cutover / rollback hit them right after the named call returned (committed),
+// before anything is printed, so a kill there loses the call's answer (a build token, a proof id).
+const (
+	ProjectionAfterBuild   = "projection_after_build"   // start_shadow_build committed
+	ProjectionAfterFreeze  = "projection_after_freeze"  // freeze_cutover_candidate committed (token rotated)
+	ProjectionAfterPause   = "projection_after_pause"   // pause_destination_claims committed
+	ProjectionAfterCutover = "projection_after_cutover" // cutover_projection committed (switched or blocked)
+)
+
 // Names are the failpoints Configure accepts.
-var Names = []string{BeforeClaim, AfterClaim, AfterDeliver, AfterAck, DuringBatchAck, PipelinedClaim}
+var Names = []string{BeforeClaim, AfterClaim, AfterDeliver, AfterAck, DuringBatchAck, PipelinedClaim,
+	ProjectionAfterBuild, ProjectionAfterFreeze, ProjectionAfterPause, ProjectionAfterCutover}
 
 // Action is what an armed failpoint does on its N-th hit.
 type Action string

@@ -125,3 +125,41 @@ func NewUUID() string {
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
+
+// RegisterRetargetedReference registers (as a superuser connection switched to
+// outbox_registrar) delivery-set version setVersion: the reference release with every member of
+// projection routed to projectionVersion. It is not activated: only cutover_projection moves the
+// pointer to it (SPEC R-PV-2, OB808).
+func RegisterRetargetedReference(t testing.TB, db pgcall.DBTX, setVersion int, projection string, projectionVersion int) pgcall.Quartet {
+	t.Helper()
+	ctx := context.Background()
+	var m map[string]any
+	if err := json.Unmarshal(ReferenceRelease(t), &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "deliverySetDefinitionDigest")
+	m["deliverySetVersion"] = setVersion
+	for _, x := range m["members"].([]any) {
+		if pt, ok := x.(map[string]any)["projectionTarget"].(map[string]any); ok && pt["projectionName"] == projection {
+			pt["projectionVersion"] = projectionVersion
+		}
+	}
+	d, err := canon.Digest(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m["deliverySetDefinitionDigest"] = d
+	doc, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, "SET ROLE outbox_registrar"); err != nil {
+		t.Fatalf("set role: %v", err)
+	}
+	defer func() { _, _ = db.Exec(ctx, "RESET ROLE") }()
+	q, err := pgcall.RegisterDeliverySet(ctx, db, doc, fmt.Sprintf("retargeted-%s-%d", projection, projectionVersion))
+	if err != nil {
+		t.Fatalf("register retargeted release: %v", err)
+	}
+	return q
+}
