@@ -77,7 +77,7 @@ func daDrain(t *testing.T, disp pgcall.DBTX, kit *consumer.Consumer) int {
 type daWorld struct {
 	*ckBundle
 	admin, producer, disp, reg, projector, aud *pgx.Conn
-	v1, v2                                      reference.Spec
+	v1, v2                                     reference.Spec
 }
 
 func daSetup(t *testing.T) *daWorld {
