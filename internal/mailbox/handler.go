@@ -23,7 +23,7 @@ type Result struct {
 }
 
 // Handler processes the head message inside tx, a transaction of our database that the pump
-// commits together with mailbox.complete_head (SPEC R-MX-10, seed INV-17): the business effect,
+// commits together with mailbox.complete_head (SPEC R-MX-10): the business effect,
 // the outbound events (outbox.append_event) and the terminal state are all or nothing.
 //
 // Return a *Rejection for a message that can never succeed (malformed, rejected by the
@@ -59,7 +59,7 @@ const (
 // (mailbox.apply_reference_effect) and one outbound event whose aggregate is key and whose
 // revision is the key's processing sequence (SPEC R-MX-9, R-MX-10). The business identity is
 // the jcs-sha256 digest of the message: an upstream resend of the same content under a new
-// msg_id is a duplicate (seed PRE-7) and produces no second record and no second event.
+// msg_id is a duplicate (R-MX-9) and produces no second record and no second event.
 type ReferenceHandler struct {
 	TenantKind, TenantID, WorkspaceID string
 	// Reject, when set, is the business rule: a non-empty answer rejects the message (DEAD).

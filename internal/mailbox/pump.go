@@ -399,7 +399,7 @@ func (p *Pump) runHandler(ctx context.Context, head *pgcall.Head) (string, error
 var durableTx = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = on"}
 
 // durable runs f in a transaction committed with synchronous_commit on: a terminal state must be
-// on disk before the mailbox mark that follows it can be written (seed INV-8).
+// on disk before the mailbox mark that follows it can be written (R-MX-8).
 func (p *Pump) durable(ctx context.Context, f func(pgx.Tx) error) error {
 	tx, err := p.our.BeginTx(ctx, durableTx)
 	if err != nil {
