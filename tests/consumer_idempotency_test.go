@@ -167,7 +167,8 @@ func ckFlip(sha string) string {
 
 // R-CO-4, T-4: an event type this consumer does not support is unknown_event_type, a known
 // type under another schema version unsupported_schema — both non-retryable, nothing written.
-// A delivery for another receipt contract or projection version is unsupported_schema too.
+// A delivery for another receipt contract is unsupported_schema too; one for another version of
+// the kit's projection is retryable (R-PV-2, R-PV-3: another instance serves that version).
 func TestConsumerUnknownSchema(t *testing.T) {
 	t.Parallel()
 	b := ckSetup(t)
@@ -184,6 +185,8 @@ func TestConsumerUnknownSchema(t *testing.T) {
 
 	d := ckDelivery(t, spec, ckEnv(reference.RunCreated, "run-2", 1))
 	d.RequiredProjectionVersion = 2
+	ckWant(t, ckDeliver(t, kit, d), wire.Retryable, consumer.CodeConsumerUnavailable)
+	d.RequiredProjectionName = "another_projection"
 	ckWant(t, ckDeliver(t, kit, d), wire.NonRetryable, consumer.CodeUnsupportedSchema)
 	d = ckDelivery(t, spec, ckEnv(reference.RunCreated, "run-3", 1))
 	d.ExpectedReceiptSchemaVersion = 2
