@@ -48,6 +48,8 @@ type MailboxHandler struct {
 	Reject func(key, typ string, data json.RawMessage) string
 }
 
+var _ mailbox.Handler = MailboxHandler{}
+
 // NewMailboxHandler is the handler factory cmd/mailboxpump hands the pump
 // (internal/mailbox.Process): the reference handler with the outbound events' tenant.
 func NewMailboxHandler(_ string, tenant producer.Tenant) mailbox.Handler {

@@ -1,9 +1,15 @@
 package mailbox
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oceanway/pgoutbox/internal/pgcall"
+	"github.com/oceanway/pgoutbox/mailbox"
 )
 
 // The mailbox table name reaches SQL text: only plain identifiers (optionally schema-qualified)
@@ -49,5 +55,26 @@ func TestConfigValidate(t *testing.T) {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+type nopHandler struct{}
+
+func (nopHandler) Handle(context.Context, pgx.Tx, string, *mailbox.Head) (mailbox.Result, error) {
+	return mailbox.Result{Outcome: mailbox.Succeeded}, nil
+}
+
+// The pump runs any mailbox.Handler and refuses to be built without one.
+func TestNewTakesAnyHandler(t *testing.T) {
+	cfg := Defaults()
+	cfg.Source, cfg.Table = "legacy-inbox", "mailbox"
+	if _, err := New(cfg, nil, nil, nopHandler{}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(cfg, nil, nil, nil, nil, nil); err == nil {
+		t.Fatal("a pump without a handler was built")
+	}
+	if mailbox.Succeeded != pgcall.HeadSucceeded || mailbox.Dead != pgcall.HeadDead {
+		t.Fatal("the public outcomes differ from mailbox.complete_head's")
 	}
 }
