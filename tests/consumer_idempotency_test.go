@@ -10,10 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oceanway/pgoutbox/consumer"
-	"github.com/oceanway/pgoutbox/consumer/reference"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
-	"github.com/oceanway/pgoutbox/internal/release"
 	"github.com/oceanway/pgoutbox/receipt"
+	"github.com/oceanway/pgoutbox/reference"
 	"github.com/oceanway/pgoutbox/wire"
 )
 
@@ -259,7 +258,7 @@ func TestReferenceConsumersMatchRelease(t *testing.T) {
 
 func ckReleaseDoc(t *testing.T) []byte {
 	t.Helper()
-	doc, err := release.LoadReference()
+	doc, err := reference.LoadRelease()
 	if err != nil {
 		t.Fatal(err)
 	}

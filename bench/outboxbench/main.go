@@ -33,9 +33,9 @@ import (
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/migrate"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/release"
 	"github.com/oceanway/pgoutbox/producer"
 	"github.com/oceanway/pgoutbox/receipt"
+	"github.com/oceanway/pgoutbox/reference"
 )
 
 // The event type whose one (mandatory) member is the destination below, in the reference release.
@@ -363,7 +363,7 @@ func activateReference(ctx context.Context, dsn string) error {
 		return err
 	}
 	defer conn.Close(ctx)
-	doc, err := release.LoadReference()
+	doc, err := reference.LoadRelease()
 	if err != nil {
 		return err
 	}

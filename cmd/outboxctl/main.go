@@ -27,7 +27,7 @@ import (
 const usage = `usage: outboxctl [-db URL] COMMAND
 commands:
   release register FILE [SOURCE_RELEASE]   compute the digest of FILE and register it (as outbox_registrar)
-  release register-reference               register the OceanWay first release shipped in sql/releases/
+  release register-reference               register the OceanWay first release shipped in reference/releases/
   release register-observations            register the reference observation schemas (request_attempt@1,
                                            error_occurrence@1) and the reference observation projector
   release activate VERSION SCHEMA ALGORITHM DIGEST

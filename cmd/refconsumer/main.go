@@ -26,7 +26,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/oceanway/pgoutbox/consumer/reference"
+	"github.com/oceanway/pgoutbox/reference"
 )
 
 type multiFlag map[string]string
