@@ -18,16 +18,14 @@ const (
 	ConsumerName        = "mailbox_events_consumer"
 	DestinationReceipt  = "MeteringInputProcessorConsumerReceipt"
 	destinationKind     = "metering_input_processor"
-	destinationOrdering = "per_aggregate"
+	destinationOrdering = pgcall.OrderingPerAggregate
 )
-
-const registerDestinationSQL = `SELECT outbox.register_destination($1, $2, $3, $4, 1, false, $5)`
 
 // RegisterReferenceDestination registers the reference handler's destination (insert-or-compare,
 // so calling it again is a no-op). Caller role: outbox_registrar.
 func RegisterReferenceDestination(ctx context.Context, db pgcall.DBTX) error {
-	_, err := db.Exec(ctx, registerDestinationSQL, Destination, ConsumerName, destinationKind, DestinationReceipt, destinationOrdering)
-	return err
+	return pgcall.RegisterDestination(ctx, db, pgcall.DestinationParams{Destination: Destination, ConsumerName: ConsumerName,
+		ReceiptKind: destinationKind, ReceiptType: DestinationReceipt, ReceiptSchemaVersion: 1, Ordering: destinationOrdering})
 }
 
 // ExtendRelease returns base (a DeliverySetDefinition@1 with its digest) as a new version with
