@@ -87,7 +87,7 @@ lint:
 ## test: everything, against real PostgreSQL
 test: db-up build setup lint
 	go test $(GO_TEST_FLAGS) ./...
-	go test $(GO_TEST_FLAGS) -tags pgrestart -run TestPostgresRestart ./tests/
+	go test $(GO_TEST_FLAGS) -tags pgrestart -run TestPostgresRestart ./tests/e2e/
 	$(MAKE) --no-print-directory fuzz FUZZTIME=20000x
 	$(MAKE) --no-print-directory check-sql-api
 
@@ -96,7 +96,7 @@ test: db-up build setup lint
 ## an input is still in the database at the deadline on a loaded machine)
 FUZZTIME ?= 30s
 fuzz: db-up
-	go test ./tests -run '^$$' -fuzz FuzzCanonicalAgreement -fuzztime $(FUZZTIME) -fuzzminimizetime 200x
+	go test ./tests/kernel -run '^$$' -fuzz FuzzCanonicalAgreement -fuzztime $(FUZZTIME) -fuzzminimizetime 200x
 	go test ./internal/canon -run '^$$' -fuzz FuzzCanonicalizeIdempotent -fuzztime $(FUZZTIME)
 
 ## check-sql-api: an external checker of the public SQL API, when one is present (optional; the

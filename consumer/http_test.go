@@ -126,7 +126,7 @@ func (b *slowBody) Read(p []byte) (int, error) {
 // are refused without reading their body at all; a declared length over MaxBodyBytes is refused
 // unread. Real concurrent requests over a real server; the assertions are on counts and outcomes
 // only (stall eviction and read deadlines are pushed out of the way here; the stall tests in
-// tests/consumer_http_stall_test.go exercise them).
+// tests/consumer/consumer_http_stall_test.go exercise them).
 func TestHTTPUnauthenticatedReadsBounded(t *testing.T) {
 	const limit, n, size = 2, 8, 4 << 20
 	cfg := testConfig(t)

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oceanway/pgoutbox/consumer"
+	"github.com/oceanway/pgoutbox/internal/pgcall"
 )
 
 // Projection outcomes the operations receipt records (field "projectionOutcome").
@@ -102,17 +103,7 @@ func eventIDs(ev consumer.Event) map[string][]string {
 // indexIDs writes the exact-identifier index rows of one event and bumps the run summary, in
 // the projector's transaction (operationID "" = not linked yet).
 func indexIDs(ctx context.Context, tx pgx.Tx, s Spec, eventID, operationID string, ids map[string][]string) error {
-	doc, err := json.Marshal(ids)
-	if err != nil {
-		return err
-	}
-	var op *string
-	if operationID != "" {
-		op = &operationID
-	}
-	_, err = tx.Exec(ctx, `SELECT inbox.record_projection_ids($1::text, $2::text, $3::integer, $4::uuid, $5::text, $6::json)`,
-		s.ConsumerName, s.ProjectionName, s.ProjectionVersion, eventID, op, string(doc))
-	return err
+	return pgcall.RecordProjectionIDs(ctx, tx, s.ConsumerName, s.ProjectionName, s.ProjectionVersion, eventID, operationID, ids)
 }
 
 func timeline(ctx context.Context, tx pgx.Tx, schema, eventID, operationID, kind string, ev consumer.Event) error {

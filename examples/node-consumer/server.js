@@ -246,7 +246,7 @@ const server = createServer((req, res) => {
 });
 
 server.listen(cfg.port, '127.0.0.1', () => {
-  // The test (tests/node_consumer_test.go) reads this line to learn the port.
+  // The test (tests/e2e/node_consumer_test.go) reads this line to learn the port.
   console.log(`pgoutbox node consumer for ${cfg.destination} listening on 127.0.0.1:${server.address().port}`);
 });
 for (const sig of ['SIGTERM', 'SIGINT']) process.on(sig, () => server.close(() => process.exit(0)));

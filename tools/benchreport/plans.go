@@ -60,7 +60,7 @@ func renderPlans(b *strings.Builder, ps planSet) {
 		return
 	}
 	fmt.Fprintf(b, "%s\n\n", plansHeading)
-	fmt.Fprintf(b, "BenchmarkPlanStability: a fresh, never analyzed database; ONE session (cached plans persist) runs the batch path append_events → claim_deliveries → ack_deliveries on a small backlog (run 1), then on a larger one (run 2). HP-3 wants the per-item times within 1.5×. The plans are auto_explain's (nested statements) for run 2's last claim and ack, slowest first. The structural twin is tests/plan_stability_test.go (tuples read by one claim+ack of 100 after growth, O(batch)).\n\n")
+	fmt.Fprintf(b, "BenchmarkPlanStability: a fresh, never analyzed database; ONE session (cached plans persist) runs the batch path append_events → claim_deliveries → ack_deliveries on a small backlog (run 1), then on a larger one (run 2). HP-3 wants the per-item times within 1.5×. The plans are auto_explain's (nested statements) for run 2's last claim and ack, slowest first. The structural twin is tests/kernel/plan_stability_test.go (tuples read by one claim+ack of 100 after growth, O(batch)).\n\n")
 	fmt.Fprintf(b, "| benchmark | run 1 events | run 2 events | dispatch µs/item run 1 → 2 | append µs/item run 1 → 2 | dispatch ratio | path ratio | ≤ 1.5 | outbox tables analyzed |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range ps.summaries {
 		v, _ := s.num("path_ratio")

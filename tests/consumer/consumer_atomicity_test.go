@@ -1,0 +1,128 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oceanway/pgoutbox/consumer"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/consumerfix"
+	"github.com/oceanway/pgoutbox/reference"
+	"github.com/oceanway/pgoutbox/wire"
+)
+
+func ckExec(t *testing.T, b *consumerfix.Bundle, sql string) {
+	t.Helper()
+	if _, err := b.Pool.Exec(context.Background(), sql); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// ckNothingVisible asserts that neither the receipt nor any domain row of the event exists.
+func ckNothingVisible(t *testing.T, b *consumerfix.Bundle, spec reference.Spec, eventID string) {
+	t.Helper()
+	if n := consumerfix.Receipts(t, b.Pool, spec.ConsumerName, eventID); n != 0 {
+		t.Fatalf("receipt visible (%d)", n)
+	}
+	if n := consumerfix.Effects(t, b.Pool, spec, eventID); n != 0 {
+		t.Fatalf("mutation visible (effects %d)", n)
+	}
+	if n := consumerfix.Count(t, b.Pool, `SELECT count(*) FROM refconsumer_metering_input.received_events WHERE event_id = $1::uuid`, eventID); n != 0 {
+		t.Fatalf("mutation visible (received_events %d)", n)
+	}
+}
+
+// R-CO-2: receipt and domain mutation commit together or not at all.
+//   - the receipt insert fails after the mutation (a storage failure, SQLSTATE 53100):
+//     retryable database_unavailable, neither visible;
+//   - the mutation fails after the receipt insert (its deferred check fails at COMMIT):
+//     retryable, neither visible;
+//   - Apply fails after mutating: its classification is answered, neither visible;
+//
+// and after the failure is gone the same delivery applies exactly once.
+func TestConsumerAtomicity(t *testing.T) {
+	t.Parallel()
+	b := consumerfix.Setup(t)
+	spec := consumerfix.Spec(t, reference.MeteringInputProcessorConsumer)
+	kit := b.Kit(t, spec.ConsumerName, nil)
+	ckExec(t, b, `CREATE FUNCTION public.ck_fail() RETURNS trigger LANGUAGE plpgsql AS
+		$$ BEGIN RAISE EXCEPTION 'injected failure' USING ERRCODE = '53100'; END $$`)
+
+	// Receipt insert fails after the mutation.
+	d := consumerfix.Delivery(t, spec, consumerfix.Env(reference.ExecutionAttemptEligibility, "attempt-a", 1))
+	ckExec(t, b, `CREATE TRIGGER ck_fail BEFORE INSERT ON inbox.inbox_receipts FOR EACH ROW EXECUTE FUNCTION public.ck_fail()`)
+	consumerfix.Want(t, consumerfix.Deliver(t, kit, d), wire.Retryable, consumer.CodeDatabaseUnavailable)
+	ckNothingVisible(t, b, spec, d.EventID)
+	ckExec(t, b, `DROP TRIGGER ck_fail ON inbox.inbox_receipts`)
+	consumerfix.WantAck(t, consumerfix.Deliver(t, kit, d))
+	if n := consumerfix.Effects(t, b.Pool, spec, d.EventID); n != 1 {
+		t.Fatalf("applied %d times after recovery, want 1", n)
+	}
+
+	// The mutation fails after the receipt insert (deferred to COMMIT).
+	d = consumerfix.Delivery(t, spec, consumerfix.Env(reference.ExecutionAttemptEligibility, "attempt-b", 1))
+	ckExec(t, b, `CREATE CONSTRAINT TRIGGER ck_fail_at_commit AFTER INSERT ON refconsumer_metering_input.received_events
+		DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.ck_fail()`)
+	consumerfix.Want(t, consumerfix.Deliver(t, kit, d), wire.Retryable, consumer.CodeDatabaseUnavailable)
+	ckNothingVisible(t, b, spec, d.EventID)
+	ckExec(t, b, `DROP TRIGGER ck_fail_at_commit ON refconsumer_metering_input.received_events`)
+	consumerfix.WantAck(t, consumerfix.Deliver(t, kit, d))
+
+	// Apply mutates, then fails: each classification is answered as such, nothing is kept.
+	for _, tc := range []struct {
+		err    error
+		status wire.Status
+		code   string
+	}{
+		{consumer.Retry(consumer.CodeAwaitingRevision, "owner_fact_not_readable", nil), wire.Retryable, consumer.CodeAwaitingRevision},
+		{consumer.Reject(consumer.CodeConsumerRejected, "invariant", nil), wire.NonRetryable, consumer.CodeConsumerRejected},
+		{errors.New("plain failure"), wire.Retryable, consumer.CodeConsumerUnavailable},
+	} {
+		failing := b.Kit(t, spec.ConsumerName, func(c *consumer.Config) {
+			inner := c.Apply
+			c.Apply = func(ctx context.Context, tx pgx.Tx, ev consumer.Event) (consumer.ReceiptFields, error) {
+				if _, err := inner(ctx, tx, ev); err != nil {
+					return nil, err
+				}
+				return nil, tc.err
+			}
+		})
+		d := consumerfix.Delivery(t, spec, consumerfix.Env(reference.GatewayEvidenceAvailability, "attempt-c", 1))
+		consumerfix.Want(t, consumerfix.Deliver(t, failing, d), tc.status, tc.code)
+		ckNothingVisible(t, b, spec, d.EventID)
+	}
+}
+
+// R-CO-2, R-CO-3: for an ordered consumer the revision progress is part of the same
+// transaction: an Apply failure leaves progress where it was, and the redelivery applies.
+func TestConsumerAtomicityOrderedProgress(t *testing.T) {
+	t.Parallel()
+	b := consumerfix.Setup(t)
+	spec := consumerfix.Spec(t, reference.OperationsProjector)
+	fail := true
+	kit := b.Kit(t, spec.ConsumerName, func(c *consumer.Config) {
+		inner := c.Apply
+		c.Apply = func(ctx context.Context, tx pgx.Tx, ev consumer.Event) (consumer.ReceiptFields, error) {
+			f, err := inner(ctx, tx, ev)
+			if fail {
+				return nil, errors.New("fails after the mutation")
+			}
+			return f, err
+		}
+	})
+	d := consumerfix.Delivery(t, spec, consumerfix.Env(reference.BillingFinalizationCommitted, "agg-p", 1))
+	consumerfix.Want(t, consumerfix.Deliver(t, kit, d), wire.Retryable, consumer.CodeConsumerUnavailable)
+	if n := consumerfix.Count(t, b.Pool, `SELECT count(*) FROM inbox.inbox_revision_progress`); n != 0 {
+		t.Fatalf("progress advanced by a failed transaction")
+	}
+	if n := consumerfix.Count(t, b.Pool, `SELECT count(*) FROM refconsumer_operations.operation_timeline`); n != 0 {
+		t.Fatalf("timeline written by a failed transaction")
+	}
+	fail = false
+	consumerfix.WantAck(t, consumerfix.Deliver(t, kit, d))
+	if n := consumerfix.Count(t, b.Pool, `SELECT last_revision FROM inbox.inbox_revision_progress WHERE aggregate_id = 'agg-p'`); n != 1 {
+		t.Fatalf("progress %d, want 1", n)
+	}
+}
