@@ -13,18 +13,11 @@ type PublicationSummary struct {
 	OpenAttempts  int64 // starts without a finish
 }
 
-const publicationSummarySQL = `SELECT
-    (SELECT count(*) FROM outbox.outbox_events),
-    (SELECT count(*) FROM outbox.outbox_publications),
-    (SELECT count(*) FROM outbox.outbox_events e WHERE NOT EXISTS (
-        SELECT 1 FROM outbox.outbox_deliveries d WHERE d.event_id = e.event_id AND d.mandatory AND d.status <> 'acknowledged')),
-    (SELECT count(*) FROM outbox.outbox_deliveries WHERE status IN ('pending', 'leased')),
-    (SELECT count(*) FROM outbox.outbox_delivery_attempt_starts),
-    (SELECT count(*) FROM outbox.outbox_delivery_attempt_starts s
-      WHERE NOT EXISTS (SELECT 1 FROM outbox.outbox_delivery_attempt_finishes f WHERE f.attempt_id = s.attempt_id))`
+const publicationSummarySQL = `SELECT events, published, fully_acked, non_terminal, attempt_starts, open_attempts
+FROM outbox.publication_summary()`
 
-// ReadPublicationSummary reads the counts (full scans: for demos, tests and reports, not for
-// metrics). Caller role: outbox_auditor.
+// ReadPublicationSummary calls outbox.publication_summary() (full scans: for demos, tests and
+// reports, not for metrics). Caller role: outbox_auditor.
 func ReadPublicationSummary(ctx context.Context, db DBTX) (PublicationSummary, error) {
 	var s PublicationSummary
 	err := db.QueryRow(ctx, publicationSummarySQL).Scan(&s.Events, &s.Published, &s.FullyAcked, &s.NonTerminal,
