@@ -284,9 +284,10 @@ func TestReceiptRuleKindAttributes(t *testing.T) {
 	}
 }
 
-// HP-1, R-AK-9: the three batch outcome functions share one parse - each all-success batch
-// calls outbox._outcome_items exactly once - and an all-success ack batch never runs the full
-// rule (outbox._ack_item_problem, outbox._ack_problem, outbox._receipt_problem).
+// HP-1, HP-2, R-AK-9: the three batch outcome functions share one parse - each all-success
+// batch calls outbox._outcome_items exactly once - an ack batch in internal/pgcall's layout is
+// parsed in the fast form (no outbox._batch_items), and an all-success batch never runs the
+// full rule (outbox._ack_item_problem, outbox._ack_problem, outbox._receipt_problem).
 func TestOutcomeItemsParsedOncePerBatch(t *testing.T) {
 	t.Parallel()
 	b := dxSetup(t)
@@ -335,6 +336,11 @@ func TestOutcomeItemsParsedOncePerBatch(t *testing.T) {
 		if calls["outbox."+name] != 1 || calls["outbox._outcome_items"] != 1 {
 			t.Errorf("%s: %d calls of itself and %d of outbox._outcome_items, want 1 and 1 (calls: %v)",
 				name, calls["outbox."+name], calls["outbox._outcome_items"], calls)
+		}
+		// acks in the layout internal/pgcall sends take the fast form (one json_to_recordset):
+		// the generic parser is not called (HP-2)
+		if name == "ack_deliveries" && calls["outbox._batch_items"] != 0 {
+			t.Errorf("ack_deliveries: the generic parser outbox._batch_items ran %d times for a batch in the fast form", calls["outbox._batch_items"])
 		}
 		for _, rule := range []string{"outbox._ack_item_problem", "outbox._ack_problem", "outbox._receipt_problem"} {
 			if calls[rule] != 0 {
