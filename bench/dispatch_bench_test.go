@@ -2,26 +2,13 @@
 
 package bench
 
-// Dispatch benchmarks (SPEC R-CL-6, issue "Dispatch primitives in SQL"):
+// Dispatch benchmarks (SPEC R-CL-6, issue "Dispatch primitives in SQL"): BenchmarkClaimAck
+// (claim-and-ack cycle rate on one connection, batch 1 and batch 100) and BenchmarkClaimLatency
+// (one claim_deliveries(batch 100) at a backlog of 10^3 vs 10^6 pending deliveries, interleaved;
+// the ratio should stay near 1). Each latency claim runs in BEGIN ... ROLLBACK so the backlog
+// stays constant; the 10^6 backlog is generated in the database with every trigger active.
 //
-//   BenchmarkClaimAck      claim-and-ack cycle rate on one dispatcher connection, batch 1 and
-//                          batch 100: deliveries/s (claim transaction, then ack_delivery for a
-//                          claim of one or ONE ack_deliveries call for the batch, with Go-built
-//                          receipts and their digest candidates, verified by the database).
-//   BenchmarkClaimLatency  latency of one claim_deliveries(batch 100) at a backlog of 10^3 vs
-//                          10^6 pending deliveries of the claimed destination, interleaved in
-//                          one run; ratio large/small (R-CL-6: should stay near 1).
-//
-// Each claim of BenchmarkClaimLatency runs in BEGIN ... ROLLBACK so the backlog stays constant.
-//
-// The 10^6 backlog is generated in the database by INSERT ... SELECT generate_series as
-// outbox_owner, in chunks of 100k per transaction, with every trigger active (immutability,
-// and the deferred delivery-set anti-join that checks each event's delivery rows at COMMIT):
-// per row one event of execution.attempt-eligibility.finalized@1 (one mandatory member,
-// metering_input_processor) with its quartet from the active delivery set, and its one pending
-// delivery carrying the member's frozen columns. The envelope digest is real: the canonical
-// (RFC 8785) text of the simple envelope is written directly in canonical key order by
-// format() and hashed with sha256(), and a sample is re-verified by outbox.verify_event_digests.
+// How the backlog is generated: docs/benchmarks.md#dispatch-benchmarks-benchdispatch_bench_testgo.
 
 import (
 	"context"

@@ -27,7 +27,7 @@ import (
 	"github.com/oceanway/pgoutbox/internal/mailbox"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
-	"github.com/oceanway/pgoutbox/internal/release"
+	"github.com/oceanway/pgoutbox/reference"
 )
 
 type benchBoxMigrator struct{}
@@ -60,10 +60,10 @@ func BenchmarkMailboxPump(b *testing.B) {
 	_, err = admin.Exec(ctx, `SET ROLE outbox_registrar`)
 	must(err)
 	must(pgcall.RegisterMailboxSource(ctx, admin, pgcall.MailboxSourceParams{Source: "bench", HoleReleaseAfter: time.Hour, BackfillDeadline: time.Hour}))
-	must(mailbox.RegisterReferenceDestination(ctx, admin))
-	ref, err := release.LoadReference()
+	must(reference.RegisterMailboxDestination(ctx, admin))
+	ref, err := reference.LoadRelease()
 	must(err)
-	doc, err := mailbox.ExtendRelease(ref, 2)
+	doc, err := reference.ExtendReleaseWithMailbox(ref, 2)
 	must(err)
 	q, err := pgcall.RegisterDeliverySet(ctx, admin, doc, "bench")
 	must(err)
@@ -83,7 +83,7 @@ func BenchmarkMailboxPump(b *testing.B) {
 	must(err)
 	cfg := mailbox.Defaults()
 	cfg.Source, cfg.Table, cfg.Worker = "bench", "mailbox", "bench"
-	p, err := mailbox.New(cfg, pc, testdb.Pool(b, boxDSN), mailbox.ReferenceHandler{TenantKind: "organization", TenantID: "t", WorkspaceID: "w"}, nil, nil)
+	p, err := mailbox.New(cfg, pc, testdb.Pool(b, boxDSN), reference.MailboxHandler{TenantKind: "organization", TenantID: "t", WorkspaceID: "w"}, nil, nil)
 	must(err)
 	must(p.Acquire(ctx))
 

@@ -6,32 +6,11 @@
 // commit in ONE PostgreSQL transaction, and answers every delivery with an ActiveConsumerAck@1
 // (acknowledged), a retryable code or a non-retryable code. A Consumer serves both the
 // dispatcher's in-process registry transport (it implements wire.Consumer) and the HTTP
-// transport (it implements http.Handler, docs/transport-http.md).
+// transport (it implements http.Handler, docs/transport-http.md). With Config.Mutate instead of
+// Apply a delivery is one round trip (inbox.accept_delivery, the handler's statements and
+// inbox.confirm_delivery, pipelined).
 //
-// Handling one delivery:
-//  1. outside any transaction: the delivery is addressed to this destination/consumer and to
-//     the receipt type/schema and projection this consumer produces; the kit canonicalizes the
-//     envelope itself and compares its jcs-sha256-v1 digest with the claimed one (mismatch:
-//     non-retryable digest_conflict); the envelope is a well-formed EventEnvelope@1
-//     (envelope_invalid otherwise); its (eventType, eventSchemaVersion) is supported
-//     (unknown_event_type / unsupported_schema otherwise, R-CO-4);
-//  2. one transaction (READ COMMITTED, R-CO-2): inbox.read_receipt — a receipt for this event
-//     already exists: answer with it, apply nothing (the same ack bytes every time); if Ordered,
-//     inbox.observe_revision — 'gap': commit the gap record alone, retryable awaiting_revision,
-//     no receipt; 'duplicate': answer with the existing receipt; 'apply': go on; then the user's
-//     Apply, inbox.record_receipt, COMMIT, acknowledged with the ack and the receipt.
-//     record_receipt gets the canonical envelope bytes, the canonical receipt and the canonical
-//     text of its digest candidate (SPEC D-2 hot path): the database checks them with sha256 and
-//     cheap text checks and never canonicalizes on this path; the receipt is closed (R-AK-1a:
-//     Apply may return only the members registered for the kind, receipt.Members).
-//
-// With Config.Mutate instead of Apply, step 2 is one round trip: inbox.accept_delivery (the
-// existing-receipt read, observe_revision if Ordered, record_receipt), the handler's queued
-// statements and inbox.confirm_delivery, pipelined in one implicit transaction; outcomes as above
-// (a gap is then recorded in a transaction of its own).
-//
-// OB301 (same event id, different envelope digest) is the non-retryable receipt_conflict;
-// transient database failures are the retryable database_unavailable.
+// How one delivery is handled, step by step: docs/contract.md#package-consumer-the-consumer-kit.
 package consumer
 
 import (

@@ -97,6 +97,32 @@ func TestCheckBeforeDatabase(t *testing.T) {
 	}
 }
 
+// R-PV-2, R-PV-3: a delivery for another version of the kit's projection (a cutover or rollback
+// window) is retryable, never a reason to quarantine; another projection is unsupported_schema.
+func TestProjectionVersionNotServedIsRetryable(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.ProjectionName, cfg.ProjectionVersion = "operations_timeline", 1
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		version int
+		want    wire.Result
+	}{
+		{"operations_timeline", 2, retryable(CodeConsumerUnavailable, "projection_version_not_served")},
+		{"other_projection", 1, nonRetryable(CodeUnsupportedSchema, "projection_target")},
+	} {
+		d := testDelivery(t, testEnv())
+		d.RequiredProjectionName, d.RequiredProjectionVersion = tc.name, tc.version
+		r, err := c.Deliver(context.Background(), d)
+		if err != nil || r.Status != tc.want.Status || r.Code != tc.want.Code || r.Ref != tc.want.Ref {
+			t.Errorf("%s@%d: %s %s %s, want %s %s %s", tc.name, tc.version, r.Status, r.Code, r.Ref, tc.want.Status, tc.want.Code, tc.want.Ref)
+		}
+	}
+}
+
 // R-CO-5, R-DP-2: authentication fails closed; a bad signature is 401 before anything else.
 func TestHTTPAuthentication(t *testing.T) {
 	cfg := testConfig(t)

@@ -91,10 +91,16 @@ func (c *Consumer) check(d wire.Delivery) (Event, wire.Result, bool) {
 		(d.ExpectedReceiptSchemaVersion != 0 && d.ExpectedReceiptSchemaVersion != c.info.SchemaVersion) {
 		return Event{}, nonRetryable(CodeUnsupportedSchema, "receipt_contract"), false
 	}
-	if d.RequiredProjectionName != "" &&
-		(d.RequiredProjectionName != c.cfg.ProjectionName || (d.RequiredProjectionVersion != c.cfg.ProjectionVersion &&
-			(c.cfg.DualApply == nil || d.RequiredProjectionVersion != c.cfg.DualApply.ProjectionVersion))) {
+	if d.RequiredProjectionName != "" && d.RequiredProjectionName != c.cfg.ProjectionName {
 		return Event{}, nonRetryable(CodeUnsupportedSchema, "projection_target"), false
+	}
+	if d.RequiredProjectionName != "" && d.RequiredProjectionVersion != c.cfg.ProjectionVersion &&
+		(c.cfg.DualApply == nil || d.RequiredProjectionVersion != c.cfg.DualApply.ProjectionVersion) {
+		// Another version of this projection (R-PV-2, R-PV-3): during a cutover or a rollback
+		// window a delivery may target the version this instance does not serve yet (or any
+		// more); the kernel's delivery row is right, this instance is not the one to apply it.
+		// Retry (another instance, or this one reconfigured, serves it); never quarantine.
+		return Event{}, retryable(CodeConsumerUnavailable, "projection_version_not_served"), false
 	}
 	if d.EnvelopeDigestAlgorithmVersion != "" && d.EnvelopeDigestAlgorithmVersion != canon.Algorithm {
 		return Event{}, nonRetryable(CodeUnsupportedSchema, "digest_algorithm"), false

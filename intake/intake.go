@@ -1,46 +1,15 @@
 // Package intake is the Go client a service uses to send operational observations (request
 // attempts, error occurrences, …) to the pgoutbox observation intake (schema intake, SPEC §11a
-// R-OB-1..R-OB-7; docs/intake.md). Observations are best-effort evidence: sending them must
-// never slow down nor fail the service's own business request.
+// R-OB-1..R-OB-7). Observations are best-effort evidence: sending them must never slow down nor
+// fail the service's own business request.
 //
-// The client is built from a *pgxpool.Pool whose sessions run as a registered workload role
-// (a login role granted outbox_intake and registered with intake.register_workload); the
-// trusted source (workload principal, service, environment) comes from that role, never from
-// the submission. The database is the only judge of a submission: this package shapes the
-// calls to intake.accept_observations and intake.record_send_failures and does not validate
-// bodies itself.
+// The client is built from a *pgxpool.Pool whose sessions run as a registered workload role; the
+// database is the only judge of a submission. Two ways to send: AcceptMany (synchronous, the
+// caller gets the answers) and Send (background, bounded buffer, never blocks nor fails the
+// caller). Quota rejections and transient errors are retried with the same observation ids;
+// what could not be sent is reported through intake.record_send_failures (R-OB-5).
 //
-// Two ways to send:
-//
-//	c, err := intake.New(pool, intake.Options{Registerer: prometheus.DefaultRegisterer, Workload: "wp-api-edge"})
-//	defer c.Close(ctx) // flushes the buffer and reports what could not be sent
-//
-//	// 1. Synchronous: the caller wants the answers (batched into calls of Options.BatchSize).
-//	outs, err := c.AcceptMany(ctx, subs)
-//
-//	// 2. Background, for request paths: never blocks, never fails the caller.
-//	c.Send(intake.Submission{ObservationType: "request_attempt", ObservationSchemaVersion: 1, Body: body})
-//
-// In background mode a bounded in-memory buffer (Options.BufferSize) is flushed in batches by
-// one goroutine. When the buffer is full the submission is dropped and counted as a send
-// failure (reason queue_full). Items rejected by the workload's rate quota (OB703 with
-// retryAfterSeconds=N) are retried after N seconds — the sender pauses as a whole, since the
-// quota is per workload — at most Options.MaxQuotaRetries times; transient database errors
-// (connection lost, server shutting down, timeouts) are retried with exponential backoff at
-// most Options.MaxErrorRetries times. A retry resubmits the same observation ids, so an item
-// whose first call committed before the connection broke is answered accepted_existing, never
-// accepted twice. Rejections OB201 and OB702, an OB703 for a body above max_body_bytes, and
-// conflicts (OB701) are final. Every item that could not be sent is counted per reason and
-// reported to the intake through intake.record_send_failures every Options.ReportInterval,
-// on Flush and on Close, so the intake's health windows show the loss (R-OB-5).
-//
-// Metrics (namespace pgoutbox, subsystem intake_client; registered on Options.Registerer, with
-// the workload principal as the only constant label when Options.Workload is set): final
-// outcomes per item (outcomes_total{outcome}), final rejections by SQLSTATE
-// (rejections_total{sqlstate}), items not sent (send_failures_total{reason}), retries
-// (retries_total{reason}), send-failure reports (send_failure_reports_total{result}) and the
-// buffered items (buffered). Labels are closed lists; no observation id or body appears in a
-// metric or a log line.
+// Buffering, retries and metrics in detail: docs/intake.md#package-intake-go-client.
 package intake
 
 import (

@@ -1,24 +1,14 @@
 // Package receipt builds and checks the consumer receipt documents of SPEC R-AK-1a and the
 // ActiveConsumerAck@1 that refers to them (R-AK-1).
 //
-// A receipt of kind K with field prefix P is a JSON object with P+"Ref" (the consumer's
-// repository-owned reference), P+"SchemaVersion", P+"DigestAlgorithmVersion" ("jcs-sha256-v1"),
-// P+"Digest", destination, consumerName, eventId, eventEnvelopeDigestAlgorithmVersion,
-// eventEnvelopeSha256, a time field (appliedAt, committedAt or publishedAt) and the kind's own
-// fields. Its digest is jcs-sha256-v1 of the document minus P+"Ref", P+"Digest" and the time
-// field. The ack is exactly {destination, consumerName, eventId,
-// eventEnvelopeDigestAlgorithmVersion, eventEnvelopeSha256, appliedReceipt: {kind, P+"Ref",
-// P+"SchemaVersion", P+"DigestAlgorithmVersion", P+"Digest"}}.
+// A receipt of kind K with field prefix P carries P+"Ref", P+"SchemaVersion",
+// P+"DigestAlgorithmVersion", P+"Digest", the event's identity and digest, a time field and
+// exactly the kind's registered members (Members; Build refuses anything else). Its digest is
+// jcs-sha256-v1 of the document minus P+"Ref", P+"Digest" and the time field. Documents are
+// returned as canonical (RFC 8785) bytes, so the same receipt always yields the same ack bytes;
+// the database verifies every digest.
 //
-// Receipts are closed documents: besides the common members above, a kind carries exactly its
-// registered members (Members, the mirror of outbox.receipt_kind_members), and Build refuses
-// anything else.
-//
-// Documents are returned as canonical (RFC 8785) bytes, so the same receipt always yields the
-// same ack bytes. The database (inbox.record_receipt, outbox.ack_delivery) verifies every digest:
-// it canonicalizes itself, or, on the hot path (SPEC D-2), checks the canonical text of the
-// digest candidate that DigestCandidate returns; the two canonicalizers are kept byte-identical
-// by golden vectors.
+// The members, the ack's exact shape and the hot path: docs/contract.md#package-receipt.
 package receipt
 
 import (

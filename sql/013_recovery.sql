@@ -1,4 +1,4 @@
--- Controlled recovery of quarantined deliveries (SPEC R-AK-10, §13, R-SEC-1; seed 000: only the
+-- Controlled recovery of quarantined deliveries (SPEC R-AK-10, §13, R-SEC-1: only the
 -- original event is re-delivered, bound to a case, an impact preview, an idempotency key and an
 -- audit row - no skip, no forced success, no payload edit, no arbitrary replay).
 -- The role is created first, as the connecting user (roles are cluster-wide; the owner cannot

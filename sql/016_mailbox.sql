@@ -1,4 +1,4 @@
--- Mailbox inbox pipeline (SPEC §10, R-MX-1..12, §13 "Mailbox pipeline"; seed 003 msgexchange-v2):
+-- Mailbox inbox pipeline (SPEC §10, R-MX-1..12, §13 "Mailbox pipeline"; msgexchange-v2):
 -- schema mailbox with the watermark per source, one processing row per message, open and
 -- released hole ranges, backfill intents and their resolutions, the pump holder row per source,
 -- and the reference handler's business tables. Every function is SECURITY DEFINER owned by

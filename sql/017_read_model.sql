@@ -1,5 +1,5 @@
 -- Operations read model with completeness proofs (issue 14; SPEC §11 R-OP-1..4, §13 read-model
--- rows, OB501; ADR-030 of seed 002):
+-- rows, OB501; ADR-030):
 --   * inbox.projection_exact_ids / inbox.projection_run_summaries: the projector's
 --     exact-identifier index and run summary, written by inbox.record_projection_ids inside the
 --     projector's own transaction (R-OP-1), read by outbox.search_exact_id (R-OP-3);

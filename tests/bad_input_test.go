@@ -58,13 +58,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oceanway/pgoutbox/consumer"
-	"github.com/oceanway/pgoutbox/consumer/reference"
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/config"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 	"github.com/oceanway/pgoutbox/internal/transport"
+	"github.com/oceanway/pgoutbox/reference"
 	"github.com/oceanway/pgoutbox/wire"
 )
 
@@ -425,7 +425,7 @@ func TestBadInputRegistry(t *testing.T) {
 	dsn := testdb.URL(t)
 	admin := testdb.Conn(t, dsn, "")
 	reg := testdb.Conn(t, dsn, "outbox_registrar")
-	ref, err := os.ReadFile("../sql/releases/oceanway-first-release.v1.json")
+	ref, err := os.ReadFile("../reference/releases/oceanway-first-release.v1.json")
 	if err != nil {
 		t.Fatal(err)
 	}

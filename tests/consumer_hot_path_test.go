@@ -5,9 +5,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/oceanway/pgoutbox/consumer/reference"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
+	"github.com/oceanway/pgoutbox/reference"
 )
 
 // D-2, R-CO-2: the consumer kit records its receipts through the hot path, inside its one

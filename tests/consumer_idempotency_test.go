@@ -10,10 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oceanway/pgoutbox/consumer"
-	"github.com/oceanway/pgoutbox/consumer/reference"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
-	"github.com/oceanway/pgoutbox/internal/release"
 	"github.com/oceanway/pgoutbox/receipt"
+	"github.com/oceanway/pgoutbox/reference"
 	"github.com/oceanway/pgoutbox/wire"
 )
 
@@ -167,7 +166,8 @@ func ckFlip(sha string) string {
 
 // R-CO-4, T-4: an event type this consumer does not support is unknown_event_type, a known
 // type under another schema version unsupported_schema — both non-retryable, nothing written.
-// A delivery for another receipt contract or projection version is unsupported_schema too.
+// A delivery for another receipt contract is unsupported_schema too; one for another version of
+// the kit's projection is retryable (R-PV-2, R-PV-3: another instance serves that version).
 func TestConsumerUnknownSchema(t *testing.T) {
 	t.Parallel()
 	b := ckSetup(t)
@@ -184,6 +184,8 @@ func TestConsumerUnknownSchema(t *testing.T) {
 
 	d := ckDelivery(t, spec, ckEnv(reference.RunCreated, "run-2", 1))
 	d.RequiredProjectionVersion = 2
+	ckWant(t, ckDeliver(t, kit, d), wire.Retryable, consumer.CodeConsumerUnavailable)
+	d.RequiredProjectionName = "another_projection"
 	ckWant(t, ckDeliver(t, kit, d), wire.NonRetryable, consumer.CodeUnsupportedSchema)
 	d = ckDelivery(t, spec, ckEnv(reference.RunCreated, "run-3", 1))
 	d.ExpectedReceiptSchemaVersion = 2
@@ -256,7 +258,7 @@ func TestReferenceConsumersMatchRelease(t *testing.T) {
 
 func ckReleaseDoc(t *testing.T) []byte {
 	t.Helper()
-	doc, err := release.LoadReference()
+	doc, err := reference.LoadRelease()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
-	"github.com/oceanway/pgoutbox/internal/release"
+	"github.com/oceanway/pgoutbox/reference"
 )
 
 var updateGoldens = flag.Bool("update-goldens", false, "rewrite contracts/golden from the documents defined in contracts_test.go")
@@ -97,7 +97,7 @@ func goldenDocs(t *testing.T) []goldenDoc {
 
 func mustReference(t *testing.T) []byte {
 	t.Helper()
-	b, err := release.LoadReference()
+	b, err := reference.LoadRelease()
 	if err != nil {
 		t.Fatal(err)
 	}

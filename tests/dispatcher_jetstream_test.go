@@ -18,7 +18,7 @@ import (
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/release"
 	"github.com/oceanway/pgoutbox/internal/transport"
-	sqlfiles "github.com/oceanway/pgoutbox/sql"
+	"github.com/oceanway/pgoutbox/reference"
 	"github.com/oceanway/pgoutbox/wire"
 )
 
@@ -58,7 +58,7 @@ func dpActivateWithBroker(t *testing.T, db *dpDB) {
 		dpBrokerDest, dpBrokerConsumer); err != nil {
 		t.Fatalf("register broker destination: %v", err)
 	}
-	raw, err := sqlfiles.FS.ReadFile(release.ReferencePath)
+	raw, err := reference.Releases.ReadFile(reference.ReleasePath)
 	if err != nil {
 		t.Fatal(err)
 	}

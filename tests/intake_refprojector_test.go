@@ -12,18 +12,18 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/oceanway/pgoutbox/consumer/reference"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 	"github.com/oceanway/pgoutbox/internal/release"
+	"github.com/oceanway/pgoutbox/reference"
 )
 
 func TestReferenceObservationProjector(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := ikSetup(t, ikOpts{maxPerMinute: 100000, maxBodyBytes: 16384, referenceSchemas: true})
-	rel, err := release.LoadReferenceObservations()
+	rel, err := reference.LoadObservations()
 	must(t, err)
 	if _, err := release.RegisterObservations(ctx, b.reg, rel); err != nil {
 		t.Fatal(err)

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/oceanway/pgoutbox/internal/config"
-	"github.com/oceanway/pgoutbox/internal/mailbox"
 	"github.com/oceanway/pgoutbox/internal/transport"
+	"github.com/oceanway/pgoutbox/reference"
 	"github.com/oceanway/pgoutbox/wire"
 )
 
@@ -66,7 +66,7 @@ func TestMailboxPerKeyOrderEndToEnd(t *testing.T) {
 	b.activate()
 	ctx := context.Background()
 	db := &dpDB{dsn: b.ourDSN, admin: b.admin}
-	dpFastRetry(t, b.admin, mailbox.Destination, 50)
+	dpFastRetry(t, b.admin, reference.MailboxDestination, 50)
 
 	keys := []string{"flight-a", "flight-b", "flight-c"}
 	const n = 30
@@ -102,8 +102,8 @@ func TestMailboxPerKeyOrderEndToEnd(t *testing.T) {
 	}
 
 	c := &mbxOrderConsumer{applied: map[string]int64{}, calls: map[string]int{}}
-	trs := map[string]transport.Transport{mailbox.Destination: transport.NewInProcess(map[string]wire.Consumer{mailbox.Destination: c})}
-	dests := map[string]config.Destination{mailbox.Destination: {Transport: config.TransportInProcess, Auth: config.AuthNone}}
+	trs := map[string]transport.Transport{reference.MailboxDestination: transport.NewInProcess(map[string]wire.Consumer{reference.MailboxDestination: c})}
+	dests := map[string]config.Destination{reference.MailboxDestination: {Transport: config.TransportInProcess, Auth: config.AuthNone}}
 	r1 := dpStart(t, db, dpConfig("mbx-e2e-1", dests), trs)
 	dpEventually(t, "a third delivered", func() bool {
 		c.mu.Lock()
@@ -115,7 +115,7 @@ func TestMailboxPerKeyOrderEndToEnd(t *testing.T) {
 	}
 	dpStart(t, db, dpConfig("mbx-e2e-2", dests), trs)
 	dpEventually(t, "all delivered", func() bool {
-		return b.int(b.admin, `SELECT count(*) FROM outbox.outbox_deliveries WHERE destination = $1 AND status = 'acknowledged'`, mailbox.Destination) == n
+		return b.int(b.admin, `SELECT count(*) FROM outbox.outbox_deliveries WHERE destination = $1 AND status = 'acknowledged'`, reference.MailboxDestination) == n
 	})
 	c.mu.Lock()
 	viol := append([]string(nil), c.violations...)

@@ -26,6 +26,8 @@ import (
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
+	mailboxapi "github.com/oceanway/pgoutbox/mailbox"
+	"github.com/oceanway/pgoutbox/reference"
 )
 
 const (
@@ -108,10 +110,10 @@ func (b *mbx) activate() {
 	t.Helper()
 	ctx := context.Background()
 	reg := testdb.Conn(t, b.ourDSN, "outbox_registrar")
-	if err := mailbox.RegisterReferenceDestination(ctx, reg); err != nil {
+	if err := reference.RegisterMailboxDestination(ctx, reg); err != nil {
 		t.Fatalf("register destination: %v", err)
 	}
-	doc, err := mailbox.ExtendRelease(testfix.ReferenceRelease(t), 2)
+	doc, err := reference.ExtendReleaseWithMailbox(testfix.ReferenceRelease(t), 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +232,7 @@ func (b *mbx) ageHoles(d time.Duration) {
 }
 
 // pump builds a pump on a session of its own (role outbox_test_mailbox_pump).
-func (b *mbx) pump(h mailbox.Handler, mut ...func(*mailbox.Config)) (*mailbox.Pump, *pgx.Conn, *mailbox.Metrics) {
+func (b *mbx) pump(h mailboxapi.Handler, mut ...func(*mailbox.Config)) (*mailbox.Pump, *pgx.Conn, *mailbox.Metrics) {
 	b.t.Helper()
 	cfg := mailbox.Defaults()
 	cfg.Source, cfg.Table, cfg.Worker = mbxSource, mbxTable, "test-pump"
@@ -255,8 +257,8 @@ func (b *mbx) pump(h mailbox.Handler, mut ...func(*mailbox.Config)) (*mailbox.Pu
 	return p, conn, m
 }
 
-func mbxRefHandler(reject func(key, typ string, data json.RawMessage) string) mailbox.ReferenceHandler {
-	return mailbox.ReferenceHandler{TenantKind: "organization", TenantID: "tenant-1", WorkspaceID: "workspace-1", Reject: reject}
+func mbxRefHandler(reject func(key, typ string, data json.RawMessage) string) reference.MailboxHandler {
+	return reference.MailboxHandler{TenantKind: "organization", TenantID: "tenant-1", WorkspaceID: "workspace-1", Reject: reject}
 }
 
 // tick runs one pump round and fails the test on error.

@@ -13,17 +13,19 @@ import (
 	"github.com/oceanway/pgoutbox/internal/mailbox"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
+	mailboxapi "github.com/oceanway/pgoutbox/mailbox"
+	"github.com/oceanway/pgoutbox/reference"
 )
 
 // flakyHandler fails (transiently) while fail is set, else delegates to the reference handler.
 type flakyHandler struct {
 	mu    sync.Mutex
 	fail  map[int64]int // msg id → remaining failures
-	inner mailbox.Handler
+	inner mailboxapi.Handler
 	calls []int64
 }
 
-func (h *flakyHandler) Handle(ctx context.Context, tx pgx.Tx, source string, head *pgcall.Head) (mailbox.Result, error) {
+func (h *flakyHandler) Handle(ctx context.Context, tx pgx.Tx, source string, head *mailboxapi.Head) (mailboxapi.Result, error) {
 	h.mu.Lock()
 	h.calls = append(h.calls, head.MsgID)
 	n := h.fail[head.MsgID]
@@ -34,7 +36,7 @@ func (h *flakyHandler) Handle(ctx context.Context, tx pgx.Tx, source string, hea
 	// The business effect is written before the failure: the rollback must undo it (R-MX-10).
 	res, err := h.inner.Handle(ctx, tx, source, head)
 	if n > 0 {
-		return mailbox.Result{}, errors.New("downstream unavailable")
+		return mailboxapi.Result{}, errors.New("downstream unavailable")
 	}
 	return res, err
 }
@@ -211,7 +213,7 @@ func TestMailboxDeliveryFailureLeavesSucceeded(t *testing.T) {
 	}
 	disp := testdb.Conn(t, b.ourDSN, "outbox_dispatcher")
 	for i := 0; i < 2; i++ {
-		cs, err := pgcall.ClaimDeliveries(ctx, disp, pgcall.ClaimParams{Worker: "w", Destinations: []string{mailbox.Destination}, BatchSize: 10, Lease: time.Minute})
+		cs, err := pgcall.ClaimDeliveries(ctx, disp, pgcall.ClaimParams{Worker: "w", Destinations: []string{reference.MailboxDestination}, BatchSize: 10, Lease: time.Minute})
 		if err != nil || len(cs) != 1 {
 			t.Fatalf("claim delivery: %v %d", err, len(cs))
 		}
@@ -372,13 +374,13 @@ func TestMailboxBusinessIdentityOnce(t *testing.T) {
 // blockingHandler runs the reference handler, then waits (inside the open transaction) until
 // released: the test kills the session at that point.
 type blockingHandler struct {
-	inner   mailbox.Handler
+	inner   mailboxapi.Handler
 	reached chan struct{}
 	release chan struct{}
 	once    sync.Once
 }
 
-func (h *blockingHandler) Handle(ctx context.Context, tx pgx.Tx, source string, head *pgcall.Head) (mailbox.Result, error) {
+func (h *blockingHandler) Handle(ctx context.Context, tx pgx.Tx, source string, head *mailboxapi.Head) (mailboxapi.Result, error) {
 	res, err := h.inner.Handle(ctx, tx, source, head)
 	first := false
 	h.once.Do(func() { first = true })

@@ -15,6 +15,7 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/mailbox"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
+	"github.com/oceanway/pgoutbox/reference"
 )
 
 type syncBuf struct {
@@ -73,11 +74,11 @@ func TestMailboxSecondInstanceRefusedAndDrain(t *testing.T) {
 	pctx, stop := context.WithCancel(ctx)
 	var out1 syncBuf
 	done := make(chan int, 1)
-	go func() { done <- mailbox.Process(pctx, b.processArgs(), noEnv, &out1) }()
+	go func() { done <- mailbox.Process(pctx, b.processArgs(), noEnv, &out1, reference.NewMailboxHandler) }()
 	dpEventually(t, "first instance processed message 1", func() bool { return b.states()[1] == "succeeded" })
 
 	var out2 syncBuf
-	code := mailbox.Process(ctx, b.processArgs(), noEnv, &out2)
+	code := mailbox.Process(ctx, b.processArgs(), noEnv, &out2, reference.NewMailboxHandler)
 	if code != mailbox.ExitHeld || !strings.Contains(out2.String(), "refusing to run") || !strings.Contains(out2.String(), mbxSource) {
 		t.Fatalf("second instance: exit %d, output %q", code, out2.String())
 	}
@@ -117,7 +118,7 @@ func TestMailboxSecondInstanceRefusedAndDrain(t *testing.T) {
 	})
 	// Bad configuration is refused before anything runs.
 	var out3 syncBuf
-	if code := mailbox.Process(ctx, b.processArgs("-table", "bad; drop table x"), noEnv, &out3); code != mailbox.ExitConfig {
+	if code := mailbox.Process(ctx, b.processArgs("-table", "bad; drop table x"), noEnv, &out3, reference.NewMailboxHandler); code != mailbox.ExitConfig {
 		t.Fatalf("bad table name: exit %d %q", code, out3.String())
 	}
 }
@@ -142,7 +143,9 @@ func TestMailboxPumpMetrics(t *testing.T) {
 	defer stop()
 	var out syncBuf
 	done := make(chan int, 1)
-	go func() { done <- mailbox.Process(pctx, b.processArgs("-metrics-addr", addr), noEnv, &out) }()
+	go func() {
+		done <- mailbox.Process(pctx, b.processArgs("-metrics-addr", addr), noEnv, &out, reference.NewMailboxHandler)
+	}()
 	wants := []string{
 		`pgoutbox_mailbox_job_heartbeat_age_seconds{source="legacy-inbox"}`,
 		`pgoutbox_mailbox_job_ticks_total{source="legacy-inbox"}`,

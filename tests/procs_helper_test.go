@@ -28,10 +28,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/oceanway/pgoutbox/consumer/reference"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/scenario"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
+	"github.com/oceanway/pgoutbox/reference"
 )
 
 // cpDeadline bounds every wait of these suites; it only keeps a broken test from hanging.

@@ -10,7 +10,7 @@ import (
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
-	"github.com/oceanway/pgoutbox/internal/release"
+	"github.com/oceanway/pgoutbox/reference"
 )
 
 // registrySetup returns a connection switched to outbox_registrar on a fresh database.
@@ -54,7 +54,7 @@ func TestRegisterReferenceReleaseIdempotent(t *testing.T) {
 	ctx := context.Background()
 	_, db := registrySetup(t)
 	doc := testfix.ReferenceRelease(t)
-	q1, err := pgcall.RegisterDeliverySet(ctx, db, doc, release.ReferenceSourceRelease)
+	q1, err := pgcall.RegisterDeliverySet(ctx, db, doc, reference.SourceRelease)
 	if err != nil {
 		t.Fatal(err)
 	}

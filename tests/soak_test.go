@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oceanway/pgoutbox/consumer/reference"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/soak"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
+	"github.com/oceanway/pgoutbox/reference"
 )
 
 // T-8 (short), R-AK-8, R-CO-1, R-AK-4: the bounded soak inside `make test`. 400 runs of the 13

@@ -3,24 +3,13 @@
 package main
 
 // The per-statement budget of SPEC §12a HP-6: where the time of the measured phase went,
-// from pg_stat_statements (track = all, so the statements inside the PL/pgSQL functions and
-// their triggers are counted, each once at its own nesting level) and pg_stat_user_functions
-// (track_functions = all), plus the WAL written per delivered event (P-4).
+// from pg_stat_statements (track = all) and pg_stat_user_functions (track_functions = all),
+// plus the WAL written per delivered event (P-4). Printed as BUDGET, STMT and FUNC lines after
+// the RESULT line (scripts/bench-river.sh collects them for benchreport); on a foreign cluster
+// only when the extension is available.
 //
-// scripts/pg.sh preloads pg_stat_statements on the local cluster. On a foreign cluster
-// (DATABASE_URL set by the caller) the budget is printed only when the extension is available;
-// the WAL figure always is.
-//
-// Lines printed after the RESULT line (scripts/bench-river.sh collects them for benchreport):
-//
-//	BUDGET pgoutbox p1 category=claim_call calls=… total_ms=… us_per_item=… statements=…
-//	STMT pgoutbox p1 rank=1 toplevel=t calls=… total_ms=… us_per_item=… rows=… query=<text, ~100 chars>
-//	FUNC pgoutbox p1 rank=1 name=outbox._ack_problem calls=… calls_per_item=… total_ms=… self_ms=… us_per_item=…
-//
-// µs per item is the total execution time of the category divided by the delivered items of
-// the run (every run delivers each of its n events once; in p2 the appends are divided by the
-// same n). Categories of nested statements overlap the top-level calls that contain them: the
-// *_call rows are the whole calls, the others the parts.
+// Line formats and how µs per item is computed:
+// docs/benchmarks.md#the-per-statement-budget-benchoutboxbenchbudgetgo.
 
 import (
 	"context"

@@ -1,35 +1,15 @@
 //go:build bench
 
 // Command outboxbench is the pgoutbox side of the side-by-side comparison with River of SPEC
-// §12a P-1 and P-2 (River's side: bench/river, a module of its own). `make bench-river` runs
-// both, alternating, on the same cluster in the same run; see scripts/bench-river.sh.
+// §12a P-1, P-2, P-3 and P-6 (River's side: bench/river, a module of its own). `make bench-river`
+// runs both, alternating, on the same cluster in the same run; see scripts/bench-river.sh.
 //
 // It drives the kernel through its public SQL API the way River's own benchmark drives River,
-// with what a dispatcher would do in Go and nothing else: no transport, no consumer database.
+// with what a dispatcher would do in Go and nothing else. Modes p1, p2, p3, p3c and p6. Every
+// run drops and recreates its own database (default pgoutbox_bench_sbs) on the cluster of
+// -server and prints one RESULT line, then the per-statement budget (HP-6, budget.go).
 //
-//	p1: a backlog of n events (one destination, metering_input_processor) is appended first
-//	    through the producer library as outbox_producer, in transactions of -tx events (not
-//	    timed); then -workers goroutines, each on its own connection as outbox_dispatcher, loop
-//	    claim_deliveries(batch -batch) → build the receipt and its ActiveConsumerAck@1 in Go
-//	    with the receipt package → ackBatch, until every event is published.
-//	p2: the same workers start together with -producers goroutines that append the n events in
-//	    transactions of -tx; the run ends when all n are published.
-//	p3, p3c: end to end over HTTP with the real dispatcher and consumer kit (p3.go).
-//	p6: appends only (SPEC §12a P-6): -producers goroutines, each on its own connection as
-//	    outbox_producer, append the n events with producer.AppendMany (one append_events call
-//	    per transaction of -tx); no dispatcher. Compared with riverbench -mode insertmany.
-//
-// The rate is taken from the start of dispatch (p1) or of the run (p2) to the last ack. The
-// payload is a JSON object of exactly -payload bytes (400 to compare with River's jobs; the
-// product's usual is ~1 KiB). Every run drops and recreates its own database (default
-// pgoutbox_bench_sbs) on the cluster of -server. The result is one line on stdout:
-//
-//	RESULT pgoutbox p1 deliveries_per_sec=… events_published_per_sec=… events=… …
-//	       wal_bytes_per_event=… claim_ms_p50=… (P-4: WAL of the measured phase per event;
-//	       median wall time in Go of a claim that returned a full batch)
-//
-// followed by the per-statement budget of the measured phase (HP-6; BUDGET, STMT and FUNC
-// lines, see budget.go).
+// What each mode does and how the rate is taken: docs/benchmarks.md#outboxbench-benchoutboxbench.
 package main
 
 import (
@@ -53,9 +33,9 @@ import (
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/migrate"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/release"
 	"github.com/oceanway/pgoutbox/producer"
 	"github.com/oceanway/pgoutbox/receipt"
+	"github.com/oceanway/pgoutbox/reference"
 )
 
 // The event type whose one (mandatory) member is the destination below, in the reference release.
@@ -383,7 +363,7 @@ func activateReference(ctx context.Context, dsn string) error {
 		return err
 	}
 	defer conn.Close(ctx)
-	doc, err := release.LoadReference()
+	doc, err := reference.LoadRelease()
 	if err != nil {
 		return err
 	}

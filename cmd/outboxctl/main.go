@@ -1,25 +1,14 @@
 // Command outboxctl is the operator's and auditor's tool: register and activate delivery-set
-// releases, list them, print the grant matrix and trigger list (audit), and show delivery
-// status. It only calls the kernel's SQL functions and reads its views.
+// releases, list them, print the grant matrix and trigger list (audit), show delivery status,
+// recover quarantined deliveries, run and verify archives, take and check completeness proofs,
+// serve the console, bootstrap legacy events, operate the mailbox pipeline and drive projection
+// versions (build, freeze, cutover, rollback). It only calls the kernel's SQL functions and reads
+// its views.
 //
-//	outboxctl [-db URL] release register FILE [-source-release NAME]
-//	outboxctl [-db URL] release register-reference | register-observations
-//	outboxctl [-db URL] release activate VERSION SCHEMA ALGORITHM DIGEST | activate-reference
-//	outboxctl [-db URL] release list
-//	outboxctl [-db URL] audit
-//	outboxctl [-db URL] status
-//	outboxctl [-db URL] quarantine list | preview D EVENT | redeliver D EVENT --case C --reason TEXT --key K [--yes]
-//	outboxctl [-db URL] archive run [-older-than DUR] [-max-rows N] [-batches K] | verify RUN_ID
-//	outboxctl [-db URL] archive holds list | set EVENT_ID REASON | release EVENT_ID
-//	outboxctl [-db URL] proof take [-inbox-db URL] [SCOPE_JSON] | check MANIFEST_ID | show MANIFEST_ID | search KIND ID
-//	outboxctl [-db URL] serve [-listen 127.0.0.1:8089] [-operator] [-show-payloads]
-//	outboxctl [-db URL] bootstrap SOURCE VERSION SCHEMA ALGORITHM DIGEST [-max-rows N] [-once]
-//	outboxctl [-db URL] mailbox status SOURCE | mailbox resolve SOURCE MSG_ID RESOLUTION NOTE
-//	outboxctl [-db URL] projection list | register NAME VERSION DIGEST | rows NAME VERSION RELATION | build NAME VERSION | digest NAME VERSION | compare NAME A B
-//	outboxctl [-db URL] projection progress BUILD | freeze BUILD TOKEN | pause DEST REASON | resume DEST | cutover BUILD TOKEN V S ALG DIGEST | proof ID | boundary ID | retire NAME V | drop NAME V
-//	outboxctl [-db URL] projection rollback NAME VERSION V S ALG DIGEST
+//	outboxctl [-db URL] COMMAND ...    (outboxctl with no command prints the usage)
 //
 // The database URL comes from -db, else PGOUTBOX_URL, else DATABASE_URL.
+// Every command with its arguments: docs/operations.md#cmdoutboxctl.
 package main
 
 import (
@@ -38,7 +27,7 @@ import (
 const usage = `usage: outboxctl [-db URL] COMMAND
 commands:
   release register FILE [SOURCE_RELEASE]   compute the digest of FILE and register it (as outbox_registrar)
-  release register-reference               register the OceanWay first release shipped in sql/releases/
+  release register-reference               register the OceanWay first release shipped in reference/releases/
   release register-observations            register the reference observation schemas (request_attempt@1,
                                            error_occurrence@1) and the reference observation projector
   release activate VERSION SCHEMA ALGORITHM DIGEST

@@ -179,6 +179,18 @@ func TestProjectionRollbackCommand(t *testing.T) {
 		return s
 	}
 
+	// the projector's inbox is this database: its consumer is bound here (else OB810, R-PV-2)
+	if _, err := admin.Exec(ctx, `DO $$ BEGIN
+		IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'pgoutbox_test_ctl_projector') THEN
+			CREATE ROLE pgoutbox_test_ctl_projector NOLOGIN IN ROLE outbox_consumer;
+		END IF;
+	EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$`); err != nil {
+		t.Fatal(err)
+	}
+	if err := pgcall.BindConsumerRole(ctx, admin, "operations_projector", "pgoutbox_test_ctl_projector"); err != nil {
+		t.Fatal(err)
+	}
+
 	// forward: no event yet, so the shadow is complete at once
 	must("projection", "register", "operations_timeline", "2", "unknown")
 	if out, err := do(append([]string{"projection", "rollback", "operations_timeline", "2"}, quartet(q2)...)...); err == nil ||

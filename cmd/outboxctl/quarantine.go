@@ -19,7 +19,7 @@ import (
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 )
 
-// Controlled recovery of quarantined deliveries (SPEC R-AK-10, seed 000): find them, preview a
+// Controlled recovery of quarantined deliveries (SPEC R-AK-10): find them, preview a
 // re-delivery, re-deliver the original event bound to a case, a reason and an idempotency key.
 // There is no skip, no forced success and no payload edit; the kernel writes the audit row.
 //

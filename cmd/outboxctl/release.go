@@ -13,6 +13,7 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/release"
+	"github.com/oceanway/pgoutbox/reference"
 )
 
 // connectAs opens one connection and switches to role, so that every call runs with exactly
@@ -40,7 +41,7 @@ func runRelease(ctx context.Context, dsn string, args []string, out io.Writer) e
 		if len(args) != 1 {
 			return errUsage
 		}
-		r, err := release.LoadReferenceObservations()
+		r, err := reference.LoadObservations()
 		if err != nil {
 			return err
 		}
@@ -63,7 +64,7 @@ func runRelease(ctx context.Context, dsn string, args []string, out io.Writer) e
 	case "register", "register-reference", "activate-reference":
 		var doc json.RawMessage
 		var err error
-		source := release.ReferenceSourceRelease
+		source := reference.SourceRelease
 		if args[0] == "register" {
 			if len(args) < 2 || len(args) > 3 {
 				return errUsage
@@ -74,7 +75,7 @@ func runRelease(ctx context.Context, dsn string, args []string, out io.Writer) e
 				source = args[2]
 			}
 		} else {
-			doc, err = release.LoadReference()
+			doc, err = reference.LoadRelease()
 		}
 		if err != nil {
 			return err

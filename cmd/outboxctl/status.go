@@ -16,7 +16,7 @@ import (
 // runStatus prints, per destination, the pending/leased/acknowledged/quarantined counts and the
 // oldest undelivered age, then the latest quarantined deliveries with their reasons, from the
 // read-only views outbox.delivery_status and outbox.quarantined_deliveries, as outbox_auditor.
-// Read-only by design: there is no skip, force-success or payload edit (seed 000).
+// Read-only by design: there is no skip, force-success or payload edit (R-AK-10).
 //
 //	outboxctl status [-quarantined N] [-destination NAME] [-json]
 func runStatus(ctx context.Context, dsn string, args []string, out io.Writer) error {

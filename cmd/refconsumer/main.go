@@ -3,31 +3,13 @@
 // Each consumer has its own database URL (migrated with the kernel's migrations, so it has the
 // inbox schema) and its own HMAC secret or bearer token. GET /healthz answers while the process
 // runs; GET /readyz answers 200 once every consumer's database is reachable and its domain
-// schema installed. When PostgreSQL goes away the process keeps running: requests answer 503
-// database_unavailable at once while a monitor re-checks the database with exponential backoff
-// (0.5 s doubling to 30 s), and service resumes when it is back.
+// schema installed. When PostgreSQL goes away requests answer 503 database_unavailable while a
+// monitor re-checks the database with backoff.
 //
-// Configuration (flags override environment):
-//
-//	-listen ADDR              REFCONSUMER_LISTEN            default 127.0.0.1:8090
-//	-consumers a,b            REFCONSUMER_CONSUMERS         default all four
-//	-database-url URL         REFCONSUMER_DATABASE_URL      default database of every consumer
-//	-db NAME=URL (repeatable) REFCONSUMER_<NAME>_DATABASE_URL
-//	-secret NAME=SECRET       REFCONSUMER_<NAME>_HMAC_SECRET   (prefer the environment)
-//	-token NAME=TOKEN         REFCONSUMER_<NAME>_BEARER_TOKEN  (prefer the environment)
-//	-role ROLE                REFCONSUMER_ROLE              SET LOCAL ROLE in every transaction
-//	-consumer-role NAME=ROLE  REFCONSUMER_<NAME>_ROLE       that consumer's own role instead of -role:
-//	                                                        the role its name is bound to
-//	                                                        (inbox.bind_consumer_role, SPEC R-SEC-5)
-//	-install-schema           REFCONSUMER_INSTALL_SCHEMA    default true: create the domain schemas
-//	-grant-to ROLE            REFCONSUMER_GRANT_TO          role granted the domain schemas (default -role)
-//	-max-concurrent N         REFCONSUMER_MAX_CONCURRENT    default 64 per consumer (then 429)
-//	-insecure-no-auth                                       accept unauthenticated requests (development)
-//	-log-level LEVEL          REFCONSUMER_LOG_LEVEL         debug|info|warn|error, default info
-//
-// <NAME> is the consumer name in upper case, e.g. REFCONSUMER_OPERATIONS_PROJECTOR_HMAC_SECRET.
 // A consumer without a secret or token makes the process refuse to start (unless
 // -insecure-no-auth). Secrets and payloads are never logged.
+//
+// Flags and environment variables (refconsumer -h): docs/transport-http.md#cmdrefconsumer.
 package main
 
 import (
@@ -44,7 +26,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/oceanway/pgoutbox/consumer/reference"
+	"github.com/oceanway/pgoutbox/reference"
 )
 
 type multiFlag map[string]string

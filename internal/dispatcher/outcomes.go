@@ -3,20 +3,12 @@ package dispatcher
 // Grouped outcome calls (SPEC R-AK-9, issue 9 item 6). Deliveries that finish close together
 // share one ack_deliveries / retry_deliveries / quarantine_deliveries call: one transaction
 // and one round trip for the group instead of one per delivery. Each item still carries its own
-// fence and is judged by the kernel on its own (an item refused by fencing or validation comes
-// back with its SQLSTATE and changes nothing); the delivery that submitted it handles that
-// answer exactly like the one-row call's error.
+// fence and is judged by the kernel on its own; the delivery that submitted it handles that
+// answer exactly like the one-row call's error. A lone delivery is never delayed, a group of one
+// uses the one-row call, and a call that fails as a whole is retried item by item.
 //
-// When a group is flushed:
-//   - at once when no other delivery is still running (nothing could join: a lone delivery is
-//     never delayed), or when the group is full (batch_size, at most 1000 items);
-//   - otherwise after outcome_flush_interval from its first item (default 2 ms);
-//   - a group of one is recorded with the one-row call, exactly as before grouping.
-//
-// A call that fails as a whole (connection lost, 22023, OB201 for a document the server cannot
-// store, a row count that does not match) changed nothing: each of its items is then recorded
-// with its own one-row call, with the usual transient-error retries, so one bad item never
-// blocks the others.
+// When a group is flushed, and the whole-call failure path:
+// docs/dispatcher.md#grouped-outcome-calls-internaldispatcheroutcomesgo.
 
 import (
 	"context"

@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oceanway/pgoutbox/internal/metrics"
+	"github.com/oceanway/pgoutbox/mailbox"
+	"github.com/oceanway/pgoutbox/producer"
 )
 
 // Exit codes of cmd/mailboxpump.
@@ -40,9 +42,18 @@ const usageText = `usage: mailboxpump [flags]   (every flag also reads its envir
   -tenant-kind, -tenant-id, -workspace-id          tenant of the outbound events (default system/<source>/mailbox)
 `
 
-// Process is cmd/mailboxpump: parse flags and environment, connect, run until ctx is cancelled.
-// It returns the exit code; a second instance for a held source says why and returns ExitHeld.
-func Process(ctx context.Context, args []string, getenv func(string) (string, bool), stderr io.Writer) int {
+// HandlerFactory builds the handler (the public mailbox.Handler) Process runs for source; tenant
+// is the outbound events' tenant from the -tenant-kind, -tenant-id and -workspace-id flags.
+// cmd/mailboxpump passes reference.NewMailboxHandler; a command of yours passes its own:
+//
+//	code := Process(ctx, os.Args[1:], os.LookupEnv, os.Stderr,
+//		func(source string, tenant producer.Tenant) mailbox.Handler { return myHandler{tenant} })
+type HandlerFactory func(source string, tenant producer.Tenant) mailbox.Handler
+
+// Process is cmd/mailboxpump: parse flags and environment, connect, run the handler newHandler
+// builds until ctx is cancelled. It returns the exit code; a second instance for a held source
+// says why and returns ExitHeld.
+func Process(ctx context.Context, args []string, getenv func(string) (string, bool), stderr io.Writer, newHandler HandlerFactory) int {
 	cfg := Defaults()
 	env := func(k, def string) string {
 		if v, ok := getenv(k); ok && v != "" {
@@ -105,7 +116,11 @@ func Process(ctx context.Context, args []string, getenv func(string) (string, bo
 	}
 	defer box.Close()
 	m := NewMetrics(cfg.Source)
-	h := ReferenceHandler{TenantKind: *tk, TenantID: *tid, WorkspaceID: *wid}
+	if newHandler == nil {
+		fmt.Fprintln(stderr, "mailboxpump: no handler")
+		return ExitConfig
+	}
+	h := newHandler(cfg.Source, producer.Tenant{TenantKind: *tk, TenantID: *tid, WorkspaceID: *wid})
 	p, err := New(cfg, our, box, h, m, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "mailboxpump:", err)

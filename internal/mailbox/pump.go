@@ -5,6 +5,14 @@
 // mailbox.complete_head, all or nothing), and writes the processed mark back to the mailbox
 // (empty -> timestamp, never overwritten). All state lives in PostgreSQL; this package only
 // moves rows between the two databases and calls the SQL API through internal/pgcall.
+//
+// The pump knows no business: it runs any implementation of the public interface
+// github.com/oceanway/pgoutbox/mailbox.Handler. Plug in your own with New:
+//
+//	p, err := New(cfg, our, box, myHandler{}, nil, nil) // myHandler implements mailbox.Handler
+//
+// or, for a command, with the HandlerFactory argument of Process. cmd/mailboxpump and the demo
+// wire in the reference handler (reference.MailboxHandler, reference/mailbox.go).
 package mailbox
 
 import (
@@ -20,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
+	"github.com/oceanway/pgoutbox/mailbox"
 )
 
 // Config is the pump's configuration (cmd/mailboxpump maps flags and environment onto it).
@@ -110,7 +119,7 @@ type Pump struct {
 	cfg     Config
 	our     *pgx.Conn
 	box     *pgxpool.Pool
-	h       Handler
+	h       mailbox.Handler
 	m       *Metrics
 	log     *slog.Logger
 	table   string
@@ -125,10 +134,14 @@ type Stats struct {
 	Ticks, Discovered, Succeeded, Dead, Failed, Marked, AlreadyMarked, Missing, Transient int
 }
 
-// New checks cfg and builds a pump; nothing touches a database yet.
-func New(cfg Config, our *pgx.Conn, box *pgxpool.Pool, h Handler, m *Metrics, log *slog.Logger) (*Pump, error) {
+// New checks cfg and builds a pump that runs h for every head; nothing touches a database yet.
+// h is any mailbox.Handler: the reference handler (reference.MailboxHandler) or your own.
+func New(cfg Config, our *pgx.Conn, box *pgxpool.Pool, h mailbox.Handler, m *Metrics, log *slog.Logger) (*Pump, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if h == nil {
+		return nil, errors.New("mailbox pump: no handler")
 	}
 	t, _ := QuoteTable(cfg.Table)
 	if m == nil {
@@ -330,7 +343,7 @@ func (p *Pump) ProcessHead(ctx context.Context) (bool, error) {
 		}
 		return true, nil
 	}
-	var rej *Rejection
+	var rej *mailbox.Rejection
 	if errors.As(herr, &rej) {
 		reason := rej.Reason
 		if err := p.durable(ctx, func(tx pgx.Tx) error {
@@ -344,7 +357,7 @@ func (p *Pump) ProcessHead(ctx context.Context) (bool, error) {
 		return true, nil
 	}
 	code := "database_unavailable"
-	var ec ErrorCode
+	var ec mailbox.ErrorCode
 	if errors.As(herr, &ec) {
 		code = ec.ErrorCode()
 	}
@@ -374,24 +387,23 @@ func (p *Pump) runHandler(ctx context.Context, head *pgcall.Head) (string, error
 		return "", err
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	res, err := p.h.Handle(ctx, tx, p.cfg.Source, head)
+	res, err := p.h.Handle(ctx, tx, p.cfg.Source, &mailbox.Head{MsgID: head.MsgID, Message: head.Message,
+		Attempt: head.Attempt, LeaseToken: head.LeaseToken})
 	if err != nil {
 		return "", err
 	}
-	var reason *string
-	if res.Outcome == pgcall.HeadDead {
-		reason = &res.Reason
-	} else {
-		res.Outcome = pgcall.HeadSucceeded
+	outcome, reason := pgcall.HeadSucceeded, (*string)(nil)
+	if res.Outcome == mailbox.Dead {
+		outcome, reason = pgcall.HeadDead, &res.Reason
 	}
-	if err := pgcall.CompleteHead(ctx, tx, p.cfg.Source, head.MsgID, head.LeaseToken, res.Outcome, reason); err != nil {
+	if err := pgcall.CompleteHead(ctx, tx, p.cfg.Source, head.MsgID, head.LeaseToken, outcome, reason); err != nil {
 		return "", err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return "", err
 	}
-	p.m.Processed.WithLabelValues(p.cfg.Source, res.Outcome).Inc()
-	return res.Outcome, nil
+	p.m.Processed.WithLabelValues(p.cfg.Source, outcome).Inc()
+	return outcome, nil
 }
 
 // durableTx begins a transaction that commits with synchronous_commit on (one round trip: the
@@ -399,7 +411,7 @@ func (p *Pump) runHandler(ctx context.Context, head *pgcall.Head) (string, error
 var durableTx = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = on"}
 
 // durable runs f in a transaction committed with synchronous_commit on: a terminal state must be
-// on disk before the mailbox mark that follows it can be written (seed INV-8).
+// on disk before the mailbox mark that follows it can be written (R-MX-8).
 func (p *Pump) durable(ctx context.Context, f func(pgx.Tx) error) error {
 	tx, err := p.our.BeginTx(ctx, durableTx)
 	if err != nil {

@@ -1,12 +1,15 @@
 package mailbox
 
 import (
-	"encoding/json"
+	"context"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/oceanway/pgoutbox/internal/release"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oceanway/pgoutbox/internal/pgcall"
+	"github.com/oceanway/pgoutbox/mailbox"
 )
 
 // The mailbox table name reaches SQL text: only plain identifiers (optionally schema-qualified)
@@ -55,58 +58,23 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-// R-DS-1: the extended release keeps both arrays strictly sorted and counted, and carries the
-// reference handler's pair and member exactly once.
-func TestExtendRelease(t *testing.T) {
-	base, err := release.LoadReference()
-	if err != nil {
+type nopHandler struct{}
+
+func (nopHandler) Handle(context.Context, pgx.Tx, string, *mailbox.Head) (mailbox.Result, error) {
+	return mailbox.Result{Outcome: mailbox.Succeeded}, nil
+}
+
+// The pump runs any mailbox.Handler and refuses to be built without one.
+func TestNewTakesAnyHandler(t *testing.T) {
+	cfg := Defaults()
+	cfg.Source, cfg.Table = "legacy-inbox", "mailbox"
+	if _, err := New(cfg, nil, nil, nopHandler{}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	doc, err := ExtendRelease(base, 7)
-	if err != nil {
-		t.Fatal(err)
+	if _, err := New(cfg, nil, nil, nil, nil, nil); err == nil {
+		t.Fatal("a pump without a handler was built")
 	}
-	var m struct {
-		Version int `json:"deliverySetVersion"`
-		Apps    []struct {
-			EventType, EventSchemaVersion string
-		} `json:"applicableEvents"`
-		AppCount int `json:"applicableEventCount"`
-		Members  []struct {
-			EventType, EventSchemaVersion, Destination, ConsumerName string
-		} `json:"members"`
-		MemberCount int    `json:"memberCount"`
-		Digest      string `json:"deliverySetDefinitionDigest"`
-	}
-	if err := json.Unmarshal(doc, &m); err != nil {
-		t.Fatal(err)
-	}
-	if m.Version != 7 || m.AppCount != len(m.Apps) || m.MemberCount != len(m.Members) || len(m.Digest) != 64 {
-		t.Fatalf("version %d counts %d/%d %d/%d digest %q", m.Version, m.AppCount, len(m.Apps), m.MemberCount, len(m.Members), m.Digest)
-	}
-	for i := 1; i < len(m.Apps); i++ {
-		a, b := m.Apps[i-1], m.Apps[i]
-		if a.EventType+"\x00"+a.EventSchemaVersion >= b.EventType+"\x00"+b.EventSchemaVersion {
-			t.Fatalf("applicableEvents not strictly sorted at %d", i)
-		}
-	}
-	found := 0
-	for i, x := range m.Members {
-		if x.EventType == EventType && x.Destination == Destination {
-			found++
-		}
-		if i > 0 {
-			a := m.Members[i-1]
-			if a.EventType+"\x00"+a.EventSchemaVersion+"\x00"+a.Destination+"\x00"+a.ConsumerName >=
-				x.EventType+"\x00"+x.EventSchemaVersion+"\x00"+x.Destination+"\x00"+x.ConsumerName {
-				t.Fatalf("members not strictly sorted at %d", i)
-			}
-		}
-	}
-	if found != 1 {
-		t.Fatalf("mailbox member found %d times", found)
-	}
-	if _, err := ExtendRelease(doc, 8); err == nil {
-		t.Fatal("extending twice accepted")
+	if mailbox.Succeeded != pgcall.HeadSucceeded || mailbox.Dead != pgcall.HeadDead {
+		t.Fatal("the public outcomes differ from mailbox.complete_head's")
 	}
 }

@@ -11,6 +11,7 @@ var (
 	ErrCutoverInProgress         = errors.New("cutover already in progress for this projection")          // OB804
 	ErrRetargetOutsideCutover    = errors.New("delivery-set activation retargets outside cutover")        // OB808
 	ErrProjectionVersionInUse    = errors.New("projection version still targeted or the rollback target") // OB809
+	ErrCutoverAcrossDatabases    = errors.New("cutover across databases refused")                         // OB810
 )
 
 func init() {
@@ -19,4 +20,5 @@ func init() {
 	SQLStates["OB804"] = ErrCutoverInProgress
 	SQLStates["OB808"] = ErrRetargetOutsideCutover
 	SQLStates["OB809"] = ErrProjectionVersionInUse
+	SQLStates["OB810"] = ErrCutoverAcrossDatabases
 }

@@ -3,20 +3,15 @@ package release
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io/fs"
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	sqlfiles "github.com/oceanway/pgoutbox/sql"
 )
 
-// ObservationsPath is the reference release's observation part (SPEC §11a, issue 22 item 4):
-// the closed schemas request_attempt@1 and error_occurrence@1 and the reference observation
-// projector. It lives with the reference release, not in the kernel's migrations: a kernel
-// installed without it has no observation schema.
-const ObservationsPath = "releases/oceanway-observations.v1.json"
-
-// ObservationRelease is the parsed observation part of a release.
+// ObservationRelease is the parsed observation part of a release (SPEC §11a): closed
+// observation schemas and observation projectors. The reference release's is
+// reference.LoadObservations; a kernel installed without one has no observation schema.
 type ObservationRelease struct {
 	ReleaseType          string                 `json:"releaseType"`
 	ReleaseSchemaVersion int                    `json:"releaseSchemaVersion"`
@@ -38,18 +33,15 @@ type ObservationProjector struct {
 	ProjectionVersion int    `json:"projectionVersion"`
 }
 
-// LoadReferenceObservations returns the reference release's observation part.
-func LoadReferenceObservations() (ObservationRelease, error) {
+// ParseObservations parses the observation part of a release and refuses anything but an
+// ObservationRelease@1.
+func ParseObservations(b []byte) (ObservationRelease, error) {
 	var r ObservationRelease
-	b, err := fs.ReadFile(sqlfiles.FS, ObservationsPath)
-	if err != nil {
+	if err := json.Unmarshal(b, &r); err != nil {
 		return r, err
 	}
-	if err := json.Unmarshal(b, &r); err != nil {
-		return r, fmt.Errorf("%s: %w", ObservationsPath, err)
-	}
 	if r.ReleaseType != "ObservationRelease" || r.ReleaseSchemaVersion != 1 {
-		return r, fmt.Errorf("%s: not an ObservationRelease@1", ObservationsPath)
+		return r, errors.New("not an ObservationRelease@1")
 	}
 	return r, nil
 }

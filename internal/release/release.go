@@ -1,35 +1,20 @@
-// Package release turns a DeliverySetDefinition@1 file without a digest (as kept in
-// sql/releases/) into the complete document: it computes deliverySetDefinitionDigest over the
-// digest candidate with jcs-sha256-v1 (SPEC R-DS-3). Nobody writes a digest by hand.
+// Package release turns a DeliverySetDefinition@1 file without a digest (as the reference
+// release is kept in reference/releases/) into the complete document: it computes
+// deliverySetDefinitionDigest over the digest candidate with jcs-sha256-v1 (SPEC R-DS-3).
+// Nobody writes a digest by hand. It knows no particular release: the reference release's
+// documents and loaders live in the reference package.
 package release
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 
 	"github.com/oceanway/pgoutbox/internal/canon"
-	sqlfiles "github.com/oceanway/pgoutbox/sql"
 )
 
-// ReferencePath is the OceanWay first release (SPEC §3.4) inside the sql/ tree.
-const ReferencePath = "releases/oceanway-first-release.v1.json"
-
-// ReferenceSourceRelease is the source_release label the demo and tests register it with.
-const ReferenceSourceRelease = "oceanway-first-release"
-
 const digestField = "deliverySetDefinitionDigest"
-
-// LoadReference returns the reference release with its digest.
-func LoadReference() (json.RawMessage, error) {
-	b, err := fs.ReadFile(sqlfiles.FS, ReferencePath)
-	if err != nil {
-		return nil, err
-	}
-	return WithDigest(b)
-}
 
 // LoadFile reads a definition file and returns it with its digest.
 func LoadFile(path string) (json.RawMessage, error) {
@@ -70,7 +55,7 @@ func WithDigest(doc []byte) (json.RawMessage, error) {
 	return canon.Canonicalize(full)
 }
 
-// RetargetProjection returns the reference release doc (with its digest) as delivery-set version
+// RetargetProjection returns a release doc (with its digest) as delivery-set version
 // setVersion whose members that target projection name now target projectionVersion, with the
 // digest computed anew: the delivery set a projection cutover activates (SPEC R-PV-2).
 func RetargetProjection(doc json.RawMessage, setVersion int, name string, projectionVersion int) (json.RawMessage, error) {

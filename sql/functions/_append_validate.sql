@@ -1,30 +1,14 @@
 -- outbox._append_validate(p_event json, p_canonical_text text, p_event_envelope_sha256 text,
 --                         p_max_bytes bigint, p_label text)
 --   RETURNS record (event_id, event_type, ..., event_envelope_sha256, event_envelope_canonical)
--- Purpose: THE envelope and digest rules of an append (SPEC §3.2, D-2, D-3, R-AP-3, R-AP-7), in
---   one place: outbox.append_events calls it for every element of its array inside its
---   set-based statement, and outbox.append_event is append_events with one element. Returns the
---   validated columns of one EventEnvelope@1, its jcs-sha256-v1 digest and the canonical text the
---   database verified (hot path) or computed (slow path), or raises.
--- Rules, in this order: canonical text and digest go together; the event is an object; on the
---   hot path eventId and occurredAt are present (on the slow path missing ones are generated: a
---   new UUID, clock_timestamp() in UTC); exactly the EventEnvelope@1 fields, with their types and
---   literal rules (D-3, D-4); tenant; occurredAt UTC RFC 3339 with six fractional digits and a
---   real time; payload an object; the event's JSON text at most p_max_bytes
---   (kernel_settings max_payload_bytes); the pair's refinements (R-AP-7); then the digest (D-2):
---   slow path — the database canonicalizes the event (OB201 when it cannot: duplicate key,
---     non-integer or unsafe number, nesting deeper than 64);
---   hot path — the digest is 64 lower-case hex digits and sha256(canonical text); unless the
---     event's JSON text is the canonical text itself (what the producer library sends), the text
---     parses to the event; the text is exactly the RFC 8785 canonical form of a document the slow
---     path accepts (outbox._jcs_text_problem: cheap checks — OB201 otherwise, so the hot path
---     accepts exactly what the slow path accepts); and a different event text must canonicalize
---     to it (so a duplicate key in the event is OB201 on both paths).
--- p_label prefixes every detail (append_events passes 'events[i]: ', append_event '').
--- Raises: OB105 envelope invalid (also a canonical text that is not JSON or not this envelope);
---   OB201 not canonicalizable; 22P05 from PostgreSQL for a \u0000 escape in the event (no jsonb
---   can hold it), exactly as append_event always did.
+--   (private, SPEC §3.2, D-2, D-3, R-AP-3, R-AP-7)
+-- Purpose: THE envelope and digest rules of an append, in one place: returns the validated columns
+--   of one EventEnvelope@1, its jcs-sha256-v1 digest and the canonical text the database verified
+--   (hot path) or computed (slow path), or raises. p_label prefixes every detail.
+-- Raises: OB105 envelope invalid; OB201 not canonicalizable; 22P05 from PostgreSQL for a \u0000
+--   escape in the event.
 -- Locking: none; reads outbox.envelope_refinements.
+-- Design notes (the rules in order, both digest paths): docs/contract.md#outbox_append_validate
 -- Caller: outbox.append_events (SECURITY DEFINER, as outbox_owner); granted to nobody.
 CREATE FUNCTION outbox._append_validate(
     p_event json,

@@ -1,23 +1,12 @@
 -- outbox._dispatch_recover(p_destinations text[], p_max_rows integer, p_now timestamptz)
--- RETURNS integer  (private, SPEC R-CL-2, R-AK-8)
+-- RETURNS integer  (private, SPEC R-CL-2, R-AK-5, R-AK-8, R-AK-10)
 -- Purpose: lease-expiry recovery in ONE statement. For up to p_max_rows leased deliveries whose
 --   lease expired at p_now (all destinations when p_destinations is NULL): append the finish
---   outcome=lease_expired_unknown / retry_disposition=reclaimable to the open attempt (only if it
---   has none: ON CONFLICT on the finishes' primary key), and move the delivery back to pending
---   with available_at = p_now and the lease columns cleared. A delivery whose lease expired on
---   its last allowed attempt (attempts since its last recovery, attempt_count -
---   recovery_attempt_base (R-AK-10), >= the destination's max_attempts) is quarantined
---   instead (reason retry_exhausted, finish lease_expired_unknown/quarantined): a delivery that
---   kills or stalls its dispatcher every time ends visibly in quarantine, never reclaimed
---   forever (SPEC R-AK-5). Returns how many attempts it closed.
--- Locking: FOR UPDATE SKIP LOCKED on the delivery rows, so it never waits for a worker that is
---   acknowledging/retrying its row right now (that worker holds the row lock; if it commits
---   first its fence succeeded and the row is no longer leased; if we lock first its fence then
---   sees a pending row and fails with OB001). Never two finishes for one start (PK).
--- Index: outbox_deliveries_leased (lease_expires_at) WHERE status = 'leased' - the leased set is
---   bounded by concurrency x batch, never by the backlog. The UPDATE finds the locked rows by
---   ctid (TID scan; they are locked by this transaction), so no plan can join the backlog.
+--   lease_expired_unknown to the open attempt and make the delivery pending again, or quarantine
+--   it (retry_exhausted) when that was its last allowed attempt. Returns how many attempts it closed.
+-- Locking: FOR UPDATE SKIP LOCKED on the delivery rows (never waits for a worker finishing its row).
 -- SQLSTATEs: none of its own.
+-- Design notes (fencing race, index): docs/performance-notes.md#outbox_dispatch_recover
 -- Caller: outbox.recover_expired_leases and outbox.claim_deliveries; granted to nobody.
 CREATE FUNCTION outbox._dispatch_recover(p_destinations text[], p_max_rows integer, p_now timestamptz)
 RETURNS integer

@@ -1,22 +1,13 @@
 -- inbox._inbox_check_version(p_projection_name text, p_projection_version integer, p_build_token uuid)
---   RETURNS void  (private helper, SPEC §11b R-PV-1)
--- The projection-version check of inbox.record_receipt and inbox.observe_revision, off their
--- hot path: both callers first read the version's state in their own primary-key lookup and
--- call this only when the call is not "an active or frozen version, no token" (or "no
--- projection, no token"). Rules:
---   * no projection ('' / 0): no version; a build token is 22023 (a token names a version);
---   * a projection with no registered version at all in this database (a consumer's own
---     database): accepted without a token, as before versions existed;
---   * a version not registered while others of the projection are, or retired: OB802;
---   * active or frozen: takes no token; a token given is OB001 (no live build writes to a
---     version that serves deliveries: a builder still holding one after its version left the
---     shadow state is stale and must stop);
---   * shadow: the live build's token is required; missing, stale (rotated by a later
---     start_shadow_build) or from no build at all: OB001. On success the version row stays
---     locked FOR SHARE until the caller's transaction ends, so start_shadow_build's rotation
---     (FOR UPDATE) waits for receipts in flight and never overlaps a write under the old token.
--- SQLSTATEs: 22023, OB802, OB001 as above. Locking: FOR SHARE on the version row (shadow only).
--- Caller: inbox.record_receipt, inbox.observe_revision (as outbox_owner); granted to nobody.
+--   RETURNS void  (private, R-PV-1)
+-- The projection-version check of inbox.record_receipt and inbox.observe_revision, called only
+-- off their hot path. No projection: a token is 22023. A projection with no registered version
+-- in this database: accepted (a consumer's own database). Unregistered or retired: OB802. Active
+-- or frozen: no token (one given: OB001). Shadow: the live build's token is required (missing or
+-- stale: OB001); the version row then stays FOR SHARE until the caller commits, so a token
+-- rotation (start_shadow_build, FOR UPDATE) never overlaps a write under the old token.
+-- SQLSTATEs: 22023, OB802, OB001. Caller: record_receipt, observe_revision; granted to nobody.
+-- Design notes: docs/projection-versions.md#inbox_inbox_check_version
 CREATE FUNCTION inbox._inbox_check_version(p_projection_name text, p_projection_version integer, p_build_token uuid)
 RETURNS void
 LANGUAGE plpgsql

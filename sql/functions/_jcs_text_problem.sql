@@ -2,37 +2,11 @@
 --   exactly what the slow path accepts")
 -- Purpose: decide whether a caller-supplied canonical text is exactly the RFC 8785 (JCS) form of
 --   a document the slow path (outbox.jcs_canonicalize) accepts. Returns NULL when it is, else a
---   short problem description (never document content). Never raises.
--- How: cheap whole-text checks, no per-character or per-member PL/pgSQL loop:
---   1. p_text::json — the text is JSON at all (the json input function only validates).
---   2. One regular expression over the whole text (a DFA scan) that accepts exactly the
---      canonical tokens: no insignificant whitespace; numbers 0 or -?[1-9][0-9]* with at most
---      16 digits (no fraction, exponent, -0 or leading zero); strings with only the JCS escapes
---      (\" \\ \b \f \n \r \t, and \u00xx in lower-case hex for the other control characters;
---      everything else literal — so \u0000 and surrogate escapes, which the slow path refuses,
---      are refused as well). The same pass also requires what step 3 needs — member names with
---      no brace and no character in U+E000..U+FFFF, and no string that starts with a colon (so a
---      quote followed by a colon always ends a member name); a text whose tokens are canonical
---      but that fails only this part goes to the fallback (4).
---   3. On a copy of the text in which every object becomes the array
---      [1.5, name1, value1, name2, value2, ...] (replace() of the structural characters; 1.5
---      cannot occur in a canonical text, so it marks former objects), parsed as jsonb — which
---      keeps the text's member order, since jsonb keeps array order — jsonpath checks:
---      numbers against 2^53-1 (only when the text has a 16-digit run at all); depth, at most 64
---      nested containers as in outbox._jcs_value; and the member names of every former object,
---      pairwise (strict mode: a name past the end is "unknown", never a match). jsonpath
---      compares strings by code point, which is RFC 8785's UTF-16 code-unit order unless a name
---      holds a character in U+E000..U+FFFF (excluded in 2); strictly increasing names also rule
---      out duplicates. Escaped quotes and backslashes are first rewritten as \u0022 / \u005c
---      (the same strings), so the replacements hit only structure and the ends of member names
---      (a quote followed by a colon, given step 2);
---      braces in member names are excluded in 2, braces in string values only change values
---      the check never compares.
---   4. The full canonicalizer (outbox.jcs_canonicalize) decides only when a cheap check cannot:
---      a member name with a brace or a character in U+E000..U+FFFF, a string starting with a
---      colon, or an object with more than 64 members.
--- Attributes: IMMUTABLE (a function of the text alone), PARALLEL UNSAFE (its EXCEPTION block
---   starts a subtransaction, like outbox.jcs_canonicalize).
+--   short problem description (never document content). Never raises. Cheap whole-text checks
+--   (one regular expression, jsonpath over a rewritten copy); the full canonicalizer decides
+--   only what they cannot.
+-- Attributes: IMMUTABLE, PARALLEL UNSAFE (its EXCEPTION block starts a subtransaction).
+-- Design notes (the four steps and why they are sound): docs/contract.md#outbox_jcs_text_problem
 -- Caller: the hot paths of append_event/append_events (outbox._append_validate), and of the
 --   receipt checks; granted to nobody.
 CREATE OR REPLACE FUNCTION outbox._jcs_text_problem(p_text text)

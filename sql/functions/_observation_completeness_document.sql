@@ -3,16 +3,9 @@
 -- (private helper, SPEC R-OB-4, R-OP-2) The CompletenessProofManifest@1 of the accepted
 -- observations (source filter {"sourceKind":"observation"}), RFC 8785 canonical text and its
 -- jcs-sha256-v1; deterministic (no time, no position). Observations have their own proof so that
--- intake traffic never makes an event proof stale (they are never domain facts):
---   * members: one {acceptedEnvelopeSha256, observationId, payloadPurged} per id of the
---     permanent id registry (purged payloads stay members), ordered by observationId;
---     memberSetSha256 its jcs-sha256-v1; kindSets: per workloadPrincipalId count and set digest;
---   * guards {count, evaluated, setSha256} over sorted entries:
---     receiptAntiJoin - "observationId/consumer/projection/version" for every registered
---       observation projector and every observation that is its consumer's work
---       (intake.observation_deliveries) without a receipt of the accepted envelope digest;
---     nonTerminalObservationDeliveries - "observationId/consumer" for work rows not acknowledged;
---   * status complete_for_supported_scope iff both guards are 0, else partial_source_gap.
+-- intake traffic never makes an event proof stale. Status complete_for_supported_scope iff its
+-- guards (receiptAntiJoin, nonTerminalObservationDeliveries) are 0, else partial_source_gap.
+-- Design notes (members, guards): docs/intake.md#intake_observation_completeness_document
 -- One statement (one snapshot). Caller: outbox._completeness_document; nobody else.
 CREATE FUNCTION intake._observation_completeness_document(p_filter text)
 RETURNS TABLE (document text, manifest_sha256 text, status text, member_count bigint)

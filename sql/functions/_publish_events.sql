@@ -1,30 +1,14 @@
 -- outbox._publish_events(p_event_ids uuid[], p_now timestamptz) RETURNS uuid[]
 -- (private, SPEC R-AK-3, R-AK-4, R-AK-9, T-5, HP-4, §2 publication table)
--- Purpose: the publication function, set-based, called by ack_deliveries in the ack's transaction
---   with the events whose deliveries it just acknowledged. Returns the events of p_event_ids that
---   are published (now or before): every mandatory delivery acknowledged -> one row in
---   outbox.outbox_publications (CAS by primary key: inserted once, never changed). Events with
---   an open mandatory delivery stay unpublished ('not_complete' for the caller).
---   'invalid': raises OB002 when an acknowledged delivery of one of these events has ack fields
---   inconsistent with the event or its frozen member (only possible by tampering).
--- Set-based (HP-4): one statement counts, per event, its open mandatory deliveries and its
---   inconsistent acknowledged ones (an index probe of outbox_deliveries_by_event and one of the
---   events' primary key per event); one INSERT publishes the complete ones.
--- Locking: an event that, in this transaction's view, still has another mandatory delivery open
---   is locked (FOR NO KEY UPDATE, in event_id order) and then counted again in a new statement:
---   two transactions acknowledging the last two deliveries of one event serialize and the
---   second sees the first's ack (READ COMMITTED), so an event can never stay unpublished once
---   all its mandatory deliveries are acknowledged. An event whose mandatory deliveries are all
---   acknowledged in this view (every single-delivery event) needs no lock: no transaction can
---   make one of them open again. Lock order everywhere: deliveries, then events.
--- Clock (R-AK-4): published_at is clock_timestamp() at the publishing statement - after every
---   acknowledgement of the event it counted committed (or made itself), never the transaction's
---   or the call's start (a concurrent ack that committed meanwhile may have a later finish time).
---   p_now is unused for the stamp and kept for the callers.
--- Immutability: the publications trigger accepts an INSERT only from this function's publishing
---   statement (it reads the call stack, not a setting) and only for events whose mandatory
---   deliveries are all acknowledged (an index lookup per new row);
---   UPDATE/DELETE/TRUNCATE are OB202 for everyone.
+-- Purpose: the publication function, set-based, called by ack_deliveries in the ack's transaction:
+--   returns the events of p_event_ids that are published (now or before). An event whose
+--   mandatory deliveries are all acknowledged gets its one row in outbox.outbox_publications
+--   (inserted once, never changed; published_at = clock_timestamp()); the others stay unpublished.
+-- SQLSTATEs: OB002 an acknowledged delivery's ack fields are inconsistent with the event or its
+--   frozen member (only possible by tampering).
+-- Locking: events that may still have an open delivery FOR NO KEY UPDATE in event_id order;
+--   lock order everywhere: deliveries, then events.
+-- Design notes (locking, clock, immutability): docs/contract.md#outbox_publish_events
 -- Caller: outbox.ack_deliveries (as outbox_owner); granted to nobody.
 CREATE FUNCTION outbox._publish_events(p_event_ids uuid[], p_now timestamptz)
 RETURNS uuid[]

@@ -2,32 +2,14 @@
 --   p_event_id uuid, p_event_envelope_sha256 text, p_aggregate_id text, p_aggregate_revision bigint,
 --   p_event_envelope json, p_receipt json, p_receipt_digest_candidate text)
 --   RETURNS TABLE(outcome text, receipt_ref text, receipt_digest text, receipt_document json)
---   (public, SPEC R-CO-1..3, §13; issue 21 item 2)
--- Purpose: the consumer side of one delivery in ONE call — the existing-receipt read, the
---   revision check of an ordered consumer and the receipt's insert-or-compare — so that the
---   consumer kit sends it, the handler's domain statements and inbox.confirm_delivery as one
---   pipelined chain in one transaction (one round trip, R-CO-2). Outcomes:
---   'new'       the receipt was inserted (receipt_ref, receipt_digest set); for an ordered
---               consumer the revision progress was advanced too. Commit it with the domain
---               mutation (confirm_delivery passes).
---   'existing'  a receipt for this consumer/projection/event with the same envelope digest is
---               stored: receipt_document is it, byte for byte (R-CO-1, R-AK-8); nothing written.
---   'gap'       ordered, revision > progress+1: the gap row is written like observe_revision's,
---               no receipt. The kit's chain then rolls back (confirm_delivery), so it records the
---               gap in a separate observe_revision transaction (R-CO-3).
---   'duplicate_revision'  ordered, revision <= progress and no receipt for this event: another
---               event already holds this aggregate revision; nothing written.
---   p_aggregate_revision NULL: not ordered (no revision check). The receipt checks and the D-2
---   hot path are record_receipt's (the kit passes canonical texts; nothing is canonicalized in
---   PL/pgSQL on this path); p_event_id / p_event_envelope_sha256 are the kit's own values for the
---   read (the receipt insert derives both from the envelope again).
--- Locking: read_receipt's read (no lock); observe_revision locks the aggregate's progress row
---   until the transaction ends; after it the receipt is read again (a concurrent delivery of the
---   same event may have committed while this one waited); record_receipt's INSERT .. ON CONFLICT
---   waits for a concurrent insert of the same receipt, then compares (READ COMMITTED).
--- SQLSTATEs: record_receipt's, observe_revision's and read_receipt's: 42501 caller not bound to
---   consumer_name; OB301 same event id with a different envelope digest; OB002 receipt invalid;
---   OB105 envelope invalid; OB201 not canonical text on the hot path; 22023 invalid key or digest.
+--   (public, SPEC R-CO-1..3, R-CO-2, §13; issue 21 item 2)
+-- Purpose: the consumer side of one delivery in ONE call (existing-receipt read, revision check,
+--   receipt insert-or-compare), so the kit pipelines it with the handler's statements and
+--   inbox.confirm_delivery in one transaction. Outcomes: new | existing | gap | duplicate_revision.
+-- SQLSTATEs: 42501 caller not bound to consumer_name; OB301 same event id with a different
+--   envelope digest; OB002 receipt invalid; OB105 envelope invalid; OB201 not canonical text on
+--   the hot path; 22023 invalid key or digest.
+-- Design notes (outcomes, locking): docs/contract.md#inboxaccept_delivery
 -- Caller: outbox_consumer (the consumer's bound role), SECURITY DEFINER: it has no table grants.
 CREATE FUNCTION inbox.accept_delivery(p_consumer_name text, p_projection_name text, p_projection_version integer,
                                       p_event_id uuid, p_event_envelope_sha256 text,

@@ -2,54 +2,14 @@
 --   RETURNS TABLE (outcome text, observation_id uuid, accepted_at timestamptz,
 --                  submission_payload_sha256 text, accepted_envelope_sha256 text, sqlstate text, detail text)
 --   (public, SPEC R-OB-1, R-OB-2, R-OB-3, R-OB-5, R-OB-6, §13; HP-1, HP-2)
--- Purpose: accept a JSON array of Submission@1 documents
---   {observationId, observationType, observationSchemaVersion, sourceClaimedObservedAt?, body}
---   from the workload of the calling role (intake._intake_caller, OB704 raised: the only error
---   that stops the call) and answer one row per item in input order:
---     accepted_new              the id and the observation are durable in this transaction
---     accepted_existing         the same source, algorithm and digest were accepted before: the
---                               original acceptedAt and digests
---     accepted_existing_purged  the same, after a payload purge: id and original acceptedAt only
---                               (detail names the algorithm)
---     conflict                  OB701: another source, algorithm or digest under this id; a
---                               low-sensitivity audit row (ids, both sources) commits with the
---                               answer; nothing of the first submission is returned
---     rejected                  OB201 (not canonicalizable: invalid UTF-8 escapes, duplicate key,
---                               NFC collision), OB702 (unknown type/version/member/branch, wrong
---                               type, null not allowed, bounds, enum, required member missing,
---                               normalization policy), OB703 (quota: "retryAfterSeconds=N" in the
---                               detail; body larger than max_body_bytes)
---   An invalid item never stops the others; nothing is raised for an item.
--- Canonicalization (jcs-sha256-v1): member names and string values normalized to NFC; the
---   observationId written as its lower-case canonical UUID; integers must be in their shortest
---   form (a body integer like 1.0 or 1e2 is OB702); the canonical text is RFC 8785 (members in
---   code-point order: every name is ASCII, so that equals UTF-16 order), its SHA-256 the
---   submissionPayloadSha256. The AcceptedObservationEnvelope@1 adds acceptedAt (now(), UTC,
---   microseconds), source {workloadPrincipalId, service, environment, deploymentId?} from the
---   registry, observationDigestAlgorithmVersion and submissionPayloadSha256; its SHA-256 is the
---   acceptedEnvelopeSha256. Both texts equal outbox.jcs_canonicalize of themselves
---   (tests/intake_accept_test.go proves it).
--- How (HP-1: a constant number of statements per call, no PL/pgSQL function per item on any
---   path but one): 1. the caller's workload; 2. its quota row of this minute, locked
---   (intake.workload_minutes: the quota is exact, and all accepts of one workload in one minute
---   are serialized by it); 3. one scan for items whose text holds a \u0000 or surrogate escape -
---   only those (rare) are de-escaped one by one in a subtransaction, the only per-item step;
---   4. one statement judges every item with set predicates (json_each of the body joined to the
---   schema's members), builds the canonical texts, ranks the new ids against the quota and
---   inserts the registry rows (ON CONFLICT DO NOTHING, in id order) and the observations;
---   5. one statement compares every other item with the registry (a fresh snapshot: rows a
---   concurrent accept committed are seen), writes the conflict audit rows and the rejection
---   counters, and returns the answer. Items are parsed once (HP-2): statement 4 hands typed
---   parallel arrays to statement 5. Linear in the batch (migration 030): per-item key counts are
---   a LATERAL over the item's own keys, the parsed items are MATERIALIZED, the inserted ids are
---   tested as arrays - the planner estimates 1 row for a filtered CTE and otherwise chose nested
---   loops that re-scanned a CTE per item (1,000 items took 1.3 s; now ~160 us per item).
--- Time: acceptedAt = now() (the transaction's start), also the quota minute.
--- Locking: the workload's minute row; the unique index of intake.observation_ids (a concurrent
---   accept of the same id waits for the other transaction, then compares). Call in READ
---   COMMITTED (under REPEATABLE READ a concurrent accept of the same workload is 40001).
+-- Purpose: accept a JSON array of Submission@1 documents from the calling role's workload and
+--   answer one row per item in input order: accepted_new, accepted_existing,
+--   accepted_existing_purged, conflict (OB701) or rejected (OB201, OB702, OB703). An invalid item
+--   never stops the others; nothing is raised for an item.
+-- Locking: the workload's quota row of this minute; the id registry's unique index. READ COMMITTED.
 -- SQLSTATEs (whole call): OB704 the calling role is not a registered workload; 22023 the argument
 --   is not a JSON array or has more than 1000 items.
+-- Design notes (canonicalization, the five statements, cost): docs/intake.md#intakeaccept_observations
 -- Caller: outbox_intake (a login role registered as a workload and granted outbox_intake).
 CREATE FUNCTION intake.accept_observations(p_submissions json)
 RETURNS TABLE (outcome text, observation_id uuid, accepted_at timestamptz, submission_payload_sha256 text,

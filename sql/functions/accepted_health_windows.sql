@@ -3,17 +3,12 @@
 --                  accepted int, last_accepted_at timestamptz, send_failures int,
 --                  intake_rejections int, health text)
 --   (public, SPEC R-OB-5, §13)
--- Purpose: health, not coverage: per registered workload and window [from + k*width, +width)
---   up to to_time, what the intake heard: accepted observations (accepted_new, by acceptedAt -
---   never sourceClaimedObservedAt; purged ones still count, from the id registry), the last
---   acceptedAt in the window, known send failures (reports whose window_start lies in the
---   window), intake rejections (rejected and conflict answers, counted per minute of the
---   accepting transaction: a window's rejections are those of the minutes starting in it) and
---   health: unknown when nothing was heard (no accepted, failure or rejection), degraded on any
---   failure or rejection, else healthy. Replays (accepted_existing*) are neither accepted nor
---   rejections. No percentage: there is no authoritative denominator.
+-- Purpose: health, not coverage: per registered workload and window what the intake heard
+--   (accepted, last acceptedAt, send failures, rejections) and health unknown | degraded |
+--   healthy. No percentage: there is no authoritative denominator.
 -- Locking: none (reads). SQLSTATEs: 22023 from/to NULL or to <= from, width below one minute,
 --   more than 10000 windows.
+-- Design notes (what each column counts): docs/intake.md#intakeaccepted_health_windows
 -- Caller: outbox_auditor.
 CREATE FUNCTION intake.accepted_health_windows(p_from_time timestamptz, p_to_time timestamptz, p_width interval)
 RETURNS TABLE (workload_principal_id text, window_start timestamptz, window_end timestamptz, accepted integer,

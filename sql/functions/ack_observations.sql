@@ -3,22 +3,13 @@
 --   (public, SPEC R-OB-4, §13; fenced like R-AK-9; HP-1, HP-2)
 -- Purpose: acknowledge many leased observations in one call and one transaction; one row per
 --   item in input order: acknowledged | rejected. items = [{consumerName, observationId,
---   leaseToken, acceptedEnvelopeSha256}]. An item is acknowledged when
---     * its work row is leased with that token and the lease has not expired (else OB001; the
---       same token again after an acknowledgement answers acknowledged with detail
---       already_acknowledged: a lost answer can be retried);
---     * acceptedEnvelopeSha256 is the accepted envelope's digest (else OB002 digest_mismatch);
---     * inbox.observation_receipts holds a receipt with that digest for EVERY registered
---       (projection_name, projection_version) of the consumer (else OB002 receipt_missing):
---       another consumer's or projection's receipt never satisfies it.
---   A malformed item (not an object, missing member, not a UUID, digest not 64 hex) is rejected
---   with 22023. A rejected item changes nothing and never stops the others.
--- How: ONE statement - items parsed once into typed columns, judged by primary-key lookups of the
---   work row, the id registry, the registered projectors and their receipts, the acknowledged
---   rows updated by primary key, the answer in input order. No per-item PL/pgSQL.
--- Time: clock_timestamp() once at the start (lease expiry and acknowledged_at).
+--   leaseToken, acceptedEnvelopeSha256}]. Acknowledged only under a live lease with that token,
+--   the accepted envelope's digest, and a receipt for every registered projection of the consumer.
+--   Per item: OB001 lease, OB002 digest_mismatch / receipt_missing, 22023 malformed item.
 -- SQLSTATEs (whole call): 22023 items not a JSON array, or more than 1000 items.
--- Locking: the acknowledged work rows. Caller: outbox_observation_projector.
+-- Locking: the acknowledged work rows.
+-- Design notes: docs/intake.md#intakeack_observations
+-- Caller: outbox_observation_projector.
 CREATE FUNCTION intake.ack_observations(p_items json)
 RETURNS TABLE (observation_id uuid, outcome text, sqlstate text, detail text)
 LANGUAGE plpgsql SECURITY DEFINER

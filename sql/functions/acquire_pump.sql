@@ -1,19 +1,12 @@
 -- mailbox.acquire_pump(p_source text) RETURNS boolean  (public, SPEC R-MX-11, R-SEC-5, §13)
 -- Purpose: make this session the single active pump of p_source. true when this session now
---   holds it (first acquisition, a re-acquisition as heartbeat, or a takeover of a dead
---   holder's row); false when another live session holds it. The hold lasts as long as the
---   session: it ends when the session ends (no release call needed; a crashed pump's hold is
---   free as soon as its backend is gone).
--- Why no advisory lock (R-SEC-5): any login may call pg_advisory_lock on any key, so an outside
---   role could take a source's key first and block the pump. The hold is a row of
---   mailbox.pump_holders (pid + backend_start of the holder), changed only by this function and
---   locked FOR UPDATE while deciding; a role without privileges on the table cannot lock it.
---   Liveness: the recorded pid with the recorded backend_start is in pg_stat_activity (pid alone
---   could be reused by a new session). While a live session holds it, every mutating mailbox
---   function called from another session raises OB403 (mailbox._mailbox_require_pump).
+--   holds it (first acquisition, heartbeat, or takeover of a dead holder's row); false when
+--   another live session holds it. The hold ends with the session. No advisory lock: the hold is
+--   a row of mailbox.pump_holders (pid + backend_start), locked FOR UPDATE while deciding.
 -- Time: heartbeat_at = clock_timestamp() on every successful call.
 -- SQLSTATEs: 22023 invalid or unknown source; 42501 when this session's own backend_start is not
 --   visible to outbox_owner (pg_read_all_stats not granted to outbox_owner, see HINT).
+-- Design notes (why no advisory lock, liveness): docs/mailbox.md#mailboxacquire_pump
 -- Caller: outbox_mailbox.
 CREATE FUNCTION mailbox.acquire_pump(p_source text)
 RETURNS boolean

@@ -1,59 +1,16 @@
 -- outbox.append_events(events json, canonical_texts text[] DEFAULT NULL,
 --                      event_envelope_sha256s text[] DEFAULT NULL)
 --   RETURNS TABLE (event_id uuid, event_envelope_sha256 text, delivery_count int)
--- Purpose: append many EventEnvelope@1 objects (a JSON array) inside the caller's business
---   transaction, with exactly the rules of outbox.append_event (SPEC §3.2, §13, R-AK-9) — which
---   is this function called with a one-element array: there is one copy of every rule.
---   Envelope and digest rules (D-2, D-3, R-AP-3, R-AP-7): outbox._append_validate. Then, per
---   element in input order: an ACTIVE delivery-set definition exists and the pair is applicable
---   under it (R-AP-1); its quartet is frozen on the event (R-AP-2); an eventId that already
---   exists with the same digest is an idempotent re-append (nothing is written, its row comes
---   back), with another digest OB105; an eventId that was archived (outbox.archived_events,
---   SPEC R-RT-1) is OB105 whatever its digest (one primary-key probe per element); the same eventId twice in one call with different digests
---   is OB105 (with the same digest it is appended once); a new event's pair has at least one
---   mandatory member. Set-based: one INSERT … SELECT for the events and one for their pending
---   deliveries (one per mandatory member, R-AP-4); channel outbox_delivery is notified once per
---   destination per call (delivered on COMMIT). The deferred constraint triggers prove every
---   event's delivery set at COMMIT (R-AP-5).
--- Digest paths (D-2): canonical_texts and event_envelope_sha256s, when given, are parallel to
---   events (index 1 = first element); an element with both NULL is canonicalized by the
---   database. The database never stores a digest it did not verify.
--- The one rule, in two speeds (SPEC §12a HP-1, HP-2): the array is parsed once
---   (json_array_elements; each element cast to jsonb once, typed columns from there) and every
---   element of the hot path (canonical text and digest given, the event's text IS the canonical
---   text — what producer.AppendMany sends) is first judged by ONE cheap predicate inside this
---   statement, with builtins only: sha256(text) = digest, exactly the EventEnvelope@1 fields with
---   their types and literal rules (the ones of outbox._append_validate), occurredAt a real time,
---   the size limit, the pair's refinements (R-AP-7), and canonicality: the canonical text
---   rebuilt from the parsed jsonb (members ordered COLLATE "C" = RFC 8785 order for ASCII names,
---   strings in PostgreSQL's JSON escaping = RFC 8785's, numbers only integers (scale 0) with
---   |n| <= 2^53-1 written as digits, payload containers nested at most 3 levels) must equal
---   the submitted text byte for byte. The predicate is SOUND: a text it accepts is the RFC 8785
---   form of an envelope outbox._append_validate accepts (a duplicate name, an escape or number
---   form that is not canonical, a non-ASCII member name or a deeper payload makes the rebuilt
---   text differ, and the element goes to the full rule). Every element it does not accept —
---   slow-path elements, elements it cannot decide, invalid ones — runs the full per-element rule
---   outbox._append_validate, in input order, which raises the SQLSTATE and detail it always did,
---   or returns the validated columns. On the success path of the producer library no PL/pgSQL
---   function runs per element (HP-1: the number of function calls per call is a constant).
--- Plans (HP-3, HP-4): enable_seqscan = off, so that every guard is an index lookup also in a
---   generic plan cached while the tables were small (the archive probe was a hashed scan of the
---   whole archive); with that, plan_cache_mode = force_generic_plan (the statement is planned
---   once per session, never per call); jit = off (the nested predicate is costed high; a JIT
---   compile took seconds).
--- Returns: one row per element, in input order: the event id, its digest, and its number of
---   deliveries (for an idempotent re-append, the deliveries it already has).
--- Raises (any invalid element fails the whole call; the caller's transaction decides):
---   OB103 no active definition / pair not applicable / no mandatory member; OB105 envelope
---   invalid (missing/unknown field, wrong type, refinement, size, caller digest differs, eventId
---   reused with other content, eventId archived); OB201 not canonicalizable (also a canonical text that is not
---   exactly the canonical form of an acceptable document). The first element (input order) that
---   breaks an envelope or digest rule raises, then the first that breaks a definition rule.
--- Locking: row locks of the inserted events/deliveries; a concurrent append of the same new
---   eventId waits for this transaction and then fails on the primary key. For a per_aggregate
---   destination, the open head of each aggregate chain it appends behind is held FOR SHARE (in
---   destination, event_id order) until commit: new revisions behind it are parked (available_at
---   'infinity', R-CL-6) and released by outbox._release_successors when the head ends.
+--   (public, SPEC §3.2, §13, R-AP-1..7, R-AK-9, D-2, D-3; HP-1..4)
+-- Purpose: append many EventEnvelope@1 objects inside the caller's business transaction with
+--   exactly the rules of outbox.append_event (which is this function with one element): envelope
+--   and digest rules (outbox._append_validate), the active definition's quartet frozen, one pending
+--   delivery per mandatory member, idempotent re-append of the same digest. One row per element,
+--   in input order. The deferred constraint triggers prove every delivery set at COMMIT (R-AP-5).
+-- Raises (any invalid element fails the whole call): OB103 no active definition / pair not
+--   applicable / no mandatory member; OB105 envelope invalid, eventId reused with other content
+--   or archived; OB201 not canonicalizable.
+-- Design notes (hot-path predicate, plans, locking): docs/contract.md#outboxappend_events
 -- Caller: outbox_producer.
 CREATE FUNCTION outbox.append_events(
     p_events json,

@@ -1,18 +1,14 @@
 -- mailbox.apply_reference_effect(p_source text, p_msg_id bigint, p_lease_token uuid, p_identity text,
 --   p_key text, p_type text) RETURNS TABLE (outcome text, revision bigint)
 -- (public, SPEC R-MX-9, R-MX-10; the reference handler's business effect)
--- Purpose: the business write of the reference handler, inside the handler's transaction
---   (with outbox.append_event and mailbox.complete_head): one effective record per business
---   identity (R-MX-9). A new identity takes the key's next processing sequence (the outbound
---   event's aggregateRevision) -> (applied, revision). An identity already bound - by another
---   message, even one whose processing row was archived since - is a duplicate and changes
---   nothing -> (duplicate, its revision). A retry of the same message after a failure is not a
---   duplicate: the failed attempt's transaction rolled back, so nothing was bound.
--- Fencing: only the live lease of the head may write (source + msg_id + token + live lease,
---   state pending or failed; else OB001/OB402), so a stale handler cannot bind an identity.
+-- Purpose: the business write of the reference handler, inside the handler's transaction: one
+--   effective record per business identity (R-MX-9): a new identity -> (applied, the key's next
+--   revision); an identity already bound -> (duplicate, its revision), nothing changed.
+-- Fencing: only the live lease of the head may write (else OB001/OB402).
 -- Locking: the head row FOR UPDATE; the key's sequence row (INSERT ... ON CONFLICT DO UPDATE).
 -- SQLSTATEs: 22023 identity (1..200), key (1..200 characters) or type (a literal) invalid;
 --   OB001; OB402; OB403.
+-- Design notes: docs/mailbox.md#mailboxapply_reference_effect
 -- Caller: outbox_mailbox.
 CREATE FUNCTION mailbox.apply_reference_effect(p_source text, p_msg_id bigint, p_lease_token uuid, p_identity text,
                                                p_key text, p_type text)

@@ -1,30 +1,14 @@
 -- outbox.archive_events(older_than interval, max_rows int DEFAULT 1000)
 --   RETURNS TABLE (run_id uuid, archived int, skipped int, archived_set_sha256 text)
--- Purpose: the audited retention procedure of SPEC R-RT-1..4. Moves up to max_rows eligible
---   events, oldest first, out of the hot tables into the immutable archive tables in this one
---   transaction, with every delivery, attempt start, attempt finish, quarantine row and the
---   publication time of each. Eligible: created_at older than now() - older_than; every
---   delivery terminal (acknowledged or quarantined); no quarantine row unresolved
---   (acknowledged_at IS NULL); no active legal hold; and the stored digest re-verified with the
---   database's own canonicalizer (outbox._archive_digest_problem) — a mismatch is skipped and
---   reported, never archived. Inbox receipts are never read or touched (R-RT-2).
--- Steps, each one set-based statement over the batch: pick the batch (FOR UPDATE of the events,
---   SKIP LOCKED: concurrent runs take disjoint batches, an event a legal hold is being set on is
---   left alone); lock its deliveries; re-check eligibility (a change committed meanwhile drops
---   the event); re-verify digests; copy into outbox.archived_*; delete from the hot tables
---   (allowed by tg_outbox_hot__retention_delete only for rows copied under this run); write the
---   run's immutable audit row (outbox.archive_runs: session user, parameters, counts, the set
---   digest of the archived (event_id, digest) pairs in event-id order and a content digest,
---   outbox._archive_run_digests). Skipped events are reported in outbox.archive_run_skips (at
---   most max_rows per run) and counted per reason in the run row: open_delivery,
---   unresolved_quarantine, legal_hold (old events that are not eligible) and digest_mismatch.
---   Younger events are not candidates at all. An archived event id can never be appended again
---   (outbox.append_events probes outbox.archived_events).
--- Time: now() (the transaction's start) decides the age; the run row's finished_at is
---   clock_timestamp().
--- Locking: row locks on the batch's events and deliveries; concurrent claims, acks and appends
---   of other events proceed.
+--   (public, SPEC R-RT-1..4)
+-- Purpose: the audited retention procedure: moves up to max_rows eligible events, oldest first,
+--   with their deliveries, attempts, quarantine rows and publication time, from the hot tables
+--   into the immutable archive tables in this one transaction, and writes the run's audit row.
+--   Eligible: older than now() - older_than, every delivery terminal, no unresolved quarantine,
+--   no active legal hold, stored digest re-verified. Inbox receipts are never touched (R-RT-2).
+-- Locking: row locks (SKIP LOCKED) on the batch's events and deliveries; others proceed.
 -- SQLSTATEs: 22023 older_than NULL or negative, max_rows outside 1..100000.
+-- Design notes (steps, skip reasons, time): docs/retention.md#outboxarchive_events
 -- Caller: outbox_retention.
 CREATE FUNCTION outbox.archive_events(p_older_than interval, p_max_rows integer DEFAULT 1000)
 RETURNS TABLE (run_id uuid, archived integer, skipped integer, archived_set_sha256 text)

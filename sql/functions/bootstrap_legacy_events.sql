@@ -2,45 +2,16 @@
 --     definition_schema_version int, digest_algorithm_version text, definition_digest text,
 --     max_rows int DEFAULT 10000)
 --   RETURNS TABLE (run_id uuid, imported int, quarantined int, already_present int, evidence_sha256 text)
--- Purpose: adopt the events of an outbox that existed before the kernel (SPEC R-BS-1..4). The
---   DBA names a table or view (source) with the envelope fields in snake_case: event_id,
---   event_type, event_schema_version, aggregate_id, aggregate_revision, tenant_kind, tenant_id,
---   workspace_id, project_id, correlation_id, causation_id, operation_id, payload (json/jsonb or
---   JSON text), occurred_at, created_at; and an explicit, registered Bootstrap Delivery Set (its
---   complete quartet; it need not be active). Each source row not handled by an earlier run (up
---   to max_rows of them, in event-id order) is classified once:
---     imported         a valid envelope (the append rules, outbox._bootstrap_envelope: digest
---                      computed by the database, jcs-sha256-v1) whose pair has mandatory members
---                      in the definition: the event is written with the definition's frozen
---                      quartet and exactly one pending delivery per mandatory member
---                      (consumers converge by their receipts); created_at is the legacy
---                      created_at (occurred_at when NULL);
---     already_present  the same event id is already in the kernel (hot or archived) with the
---                      same digest: nothing written (insert-or-compare);
---     quarantined      a visible bootstrap quarantine row (outbox.bootstrap_quarantine) with
---                      its reason — unsupported_schema (pair not applicable or without a
---                      mandatory member in the definition), corrupt_envelope, corrupt_payload,
---                      not_canonicalizable, digest_conflict (the id is present with another
---                      digest, or the source holds it twice with different envelopes) — and the
---                      legacy row as it was; never a fake digest, never an event without
---                      deliveries.
---   Every handled row leaves an immutable outbox.bootstrap_items row, so a run is resumable
---   (the next run continues with what is left) and idempotent (a second run over a fully handled
---   source imports and quarantines nothing). One immutable evidence row per run
---   (outbox.bootstrap_runs): parameters, session user, counts per classification and reason,
---   the rows still left, and evidence_sha256 = the set digest (lines "<event_id> <digest>\n" in
---   event-id order, sha256 hex) of every event of this source present in the kernel
---   (imported or already_present, this run and earlier ones): a re-run reproduces it.
---   Returned already_present counts the source's events that were present before this run.
--- Append lock: LOCK outbox.outbox_events IN SHARE ROW EXCLUSIVE MODE until the caller commits:
---   no append_event/append_events can commit meanwhile (they wait), nor a second bootstrap; claims
---   and outcomes of existing deliveries proceed. The deferred delivery-set check (R-AP-5) proves
---   every imported event's deliveries at COMMIT.
--- Access: SECURITY DEFINER as outbox_owner: outbox_owner needs SELECT on the source
---   (GRANT SELECT ON legacy_table TO outbox_owner).
+--   (public, SPEC R-BS-1..4)
+-- Purpose: adopt the events of an outbox that existed before the kernel: each not yet handled row
+--   of the DBA-named source (envelope fields in snake_case), in event-id order, becomes imported,
+--   already_present or quarantined under an explicit registered Bootstrap Delivery Set; resumable
+--   and idempotent, with one immutable evidence row per run.
+-- Locking: LOCK outbox.outbox_events IN SHARE ROW EXCLUSIVE MODE until commit (appends wait).
 -- SQLSTATEs: 22023 source NULL or max_rows outside 1..1000000; 42703 the source lacks a column;
 --   OB103 the quartet is not a registered delivery-set definition.
--- Caller: outbox_owner (a migration or a DBA).
+-- Design notes (columns, classifications, evidence): docs/migrations.md#outboxbootstrap_legacy_events
+-- Caller: outbox_owner (a migration or a DBA; outbox_owner needs SELECT on the source).
 CREATE FUNCTION outbox.bootstrap_legacy_events(
     p_source regclass,
     p_delivery_set_version integer,

@@ -2,7 +2,7 @@
 -- (public, SPEC R-MX-7, R-MX-8, §13)
 -- Purpose: the msg_ids of terminal rows that owe the processed mark, not done, not abandoned,
 --   due (a transient failure backs off, see record_backfill), oldest id first, at most p_batch.
---   Only terminal rows can owe a mark, so PENDING/FAILED rows are never marked (seed INV-8).
+--   Only terminal rows can owe a mark, so PENDING/FAILED rows are never marked (R-MX-8).
 --   No lease: writing the mark is idempotent (empty -> timestamp, never overwrite).
 -- Cost: index messages_backfill_owed (source, msg_id) WHERE backfill_state = 'owed'.
 -- SQLSTATEs: 22023 invalid source, batch outside 1..1000; OB403 another session holds the pump.

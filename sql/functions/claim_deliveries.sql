@@ -1,68 +1,15 @@
 -- outbox.claim_deliveries(p_worker text, p_destinations text[], p_batch_size integer, p_lease interval)
--- RETURNS TABLE(destination, consumer_name, event_id, attempt_id, lease_token, lease_expires_at,
---   attempt_number, expected_receipt_type, expected_receipt_schema_version,
---   required_projection_name, required_projection_version, event_envelope jsonb,
---   event_envelope_digest_algorithm_version, event_envelope_sha256, event_type,
---   event_schema_version, event_envelope_canonical)  (public, SPEC R-CL-1, R-CL-2, R-CL-5, R-CL-6, R-CL-7, §13)
--- Purpose: lease up to p_batch_size claimable deliveries of the given destinations to p_worker.
---   1. A bounded recovery step (outbox._dispatch_recover, at most p_batch_size rows of these
---      destinations) closes expired leases as lease_expired_unknown and makes them pending, so a
---      lone dispatcher recovers by itself (R-CL-2); it runs only when a probe of the leased
---      index finds an expired lease of these destinations.
---   2. ONE statement: per destination, an index-ordered scan of the partial index
---      outbox_deliveries_claimable (destination, available_at, created_at, event_id)
---      WHERE status = 'pending' with FOR UPDATE SKIP LOCKED and LIMIT p_batch_size (a LATERAL
---      per destination keeps the plan index-driven with several destinations: cost is
---      O(batch x destinations), never O(backlog)); the candidates are merged in the order
---      available_at, created_at, event_id and cut to p_batch_size; an UPDATE ... RETURNING (by
---      ctid of the locked rows: a TID scan) sets status leased, a new lease token and attempt
---      id, owner, expiry = now + p_lease, attempt_count + 1, last_attempt_at; an INSERT appends
---      the immutable attempt start; each row's event is read by primary key. With several
---      destinations, rows locked by a destination's scan but cut by the merge stay locked (not
---      changed) until this short transaction ends; concurrent claimers skip them meanwhile.
---      The function runs with plan_cache_mode = force_custom_plan (HP-3): each statement is
---      parsed once per session and planned for the actual arguments on every call; a cached
---      generic plan (LIMIT estimated at 10 % of the table, or an index scanned by destination
---      only, chosen while the table was small or unanalyzed) would make the claim
---      O(batch x backlog). The plan it gets (EXPLAIN, docs/performance-notes.md "Claim hot
---      path"): Index Scan on outbox_deliveries_claimable (Index Cond destination and
---      available_at <= now) under LockRows and Limit; Tid Scan for the UPDATE; Index Scan on
---      outbox_events_pkey per claimed row. The attempt starts have no foreign key to the
---      deliveries (migration 019): no RI query and no KEY SHARE lock per claimed row.
---      The destination check and the lease-expiry probe are one statement before the claim.
---      Function calls per claim are a constant (HP-1): this function, plus
---      outbox._dispatch_recover (and what it calls) when an expired lease exists; no trigger
---      function runs (the deliveries' immutability trigger is filtered by its WHEN clause).
---      The UPDATE is not HOT (status and lease_expires_at are indexed: the claimable/open
---      predicates and the leased index key), see migration 019.
---   Paused destinations (outbox.destination_claim_pauses, R-PV-2): the destination look-up
---   statement also drops every paused destination from the list the claim scans (a primary-key
---   probe per destination, in the same statement); a paused destination's expired leases are
---   still recovered (step 1), so a cutover waiting for leases to end is not held by a dead worker.
---   Eligible: status pending and available_at <= now. Terminal rows (acknowledged, quarantined)
---   are never in the index. No cursor or high-water mark is read or written.
---   Per-aggregate ordering (R-CL-7): for a destination with ordering = 'per_aggregate' a
---   delivery is skipped while a delivery of the same destination and aggregate_id with a smaller
---   aggregate_revision is pending or leased (index outbox_deliveries_open). For
---   ordering = 'none' (default) that check is not evaluated. Deliveries waiting behind an open
---   earlier revision are parked at available_at = 'infinity' (append_events) until the head
---   ends (outbox._release_successors), so blocked chains are outside the scanned range and the
---   claim stays O(batch) whatever their length (R-CL-6).
---   event_envelope_canonical is the canonical envelope text append_event verified or computed
---   (D-2): a caller checks sha256(text) = event_envelope_sha256 and sends those bytes, without
---   canonicalizing again (P-5). event_envelope is the same document as jsonb (rebuilt from the
---   stored columns, outbox._event_envelope, for a row without stored text). p_envelope
---   'canonical' (what the Go dispatcher passes) leaves event_envelope NULL whenever the canonical
---   text is there: turning 100 envelopes into jsonb costs more than the rest of the claim (P-4).
--- Time: now = clock_timestamp() captured once at the start of the call and used for the
---   eligibility test, the lease expiry, last_attempt_at and started_at. The claim is meant to run
---   in its own short transaction (R-CL-5: commit before calling the consumer); taking the wall
---   clock rather than the transaction start keeps the lease length exact even if the caller
---   opened the transaction earlier.
--- SQLSTATEs: 22023 invalid_parameter_value for a worker that is not a literal
---   (^[a-z0-9][a-z0-9._@-]*$, at most 200 characters), an empty/NULL destination list, a
---   destination that is not a literal or not registered, a batch size outside 1..1000, a lease
---   outside 1 second..1 hour.
+-- RETURNS TABLE(destination, consumer_name, event_id, attempt_id, lease_token, lease_expires_at, ...,
+--   event_envelope jsonb, event_envelope_sha256, event_envelope_canonical)  (columns: see CREATE below)
+--   (public, SPEC R-CL-1, R-CL-2, R-CL-5, R-CL-6, R-CL-7, R-PV-2, §13; HP-1, HP-3)
+-- Purpose: lease up to p_batch_size claimable deliveries (pending, available_at <= now) of the given
+--   destinations to p_worker, in (available_at, created_at, event_id) order, after a bounded
+--   recovery of expired leases; per-aggregate ordering and claim pauses respected; O(batch), never
+--   O(backlog). event_envelope_canonical is the verified canonical text (send it as is, P-5).
+-- Time: clock_timestamp() once per call. Run it in its own short transaction (R-CL-5).
+-- SQLSTATEs: 22023 invalid_parameter_value for a worker that is not a literal, an empty/NULL or
+--   unregistered destination, a batch size outside 1..1000, a lease outside 1 second..1 hour.
+-- Design notes (steps, plans, locking): docs/performance-notes.md#outboxclaim_deliveries
 -- Caller: outbox_dispatcher.
 CREATE FUNCTION outbox.claim_deliveries(p_worker text, p_destinations text[], p_batch_size integer, p_lease interval,
                                         p_envelope text DEFAULT 'jsonb')

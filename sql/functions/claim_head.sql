@@ -1,18 +1,15 @@
 -- mailbox.claim_head(p_source text, p_worker text, p_lease interval)
 -- RETURNS TABLE (msg_id bigint, message jsonb, attempt integer, lease_token uuid)
 -- (public, SPEC R-MX-3, R-MX-4, §13)
--- Purpose: lease the single executable head of p_source, if it is due. The head is the smallest
---   unfinished (pending or failed) msg_id <= W: rows above W wait for W (R-MX-4); late and
---   terminal rows are never heads. It is due when it is not leased (or its lease expired: the
---   old token is dead from now on) and, for a failed head, its backoff has passed. A head that
---   is not due returns no row: nothing behind it is ever returned (one FIFO head, R-MX-3).
---   attempt + 1 and a new lease token on every claim.
--- Cost: one index probe of messages_unfinished (source, msg_id) - O(1) whatever the history, so
---   backfill and sweeps, which touch other rows, never starve the head.
+-- Purpose: lease the single executable head of p_source (the smallest unfinished msg_id <= W),
+--   if it is due; a head that is not due returns no row and nothing behind it is ever returned
+--   (one FIFO head). attempt + 1 and a new lease token on every claim.
+-- Cost: one index probe - O(1) whatever the history, so maintenance never starves the head.
 -- Locking: the head row FOR UPDATE; the pump holder row FOR SHARE (OB403 guard).
--- Time: now = clock_timestamp() captured once per call.
+-- Time: clock_timestamp() once per call.
 -- SQLSTATEs: 22023 invalid or unknown source, worker not a literal, lease outside
 --   1 second..1 hour; OB403 another session holds the pump.
+-- Design notes: docs/mailbox.md#mailboxclaim_head
 -- Caller: outbox_mailbox.
 CREATE FUNCTION mailbox.claim_head(p_source text, p_worker text, p_lease interval)
 RETURNS TABLE (msg_id bigint, message jsonb, attempt integer, lease_token uuid)

@@ -3,18 +3,12 @@
 --                  accepted_envelope jsonb, accepted_envelope_sha256 text)
 --   (public, SPEC R-OB-4, §13; HP-1)
 -- Purpose: lease up to batch_size accepted observations of a registered projector consumer to
---   worker, in (acceptedAt, observationId) order: its work rows that are pending or whose lease
---   expired. Each row gets a new lease token, expiry now + lease and attempts + 1. The envelope is
---   the AcceptedObservationEnvelope@1 (NULL when the payload was purged: every registered
---   projection then has its receipt already, so the projector only acknowledges).
--- How: ONE statement - an index-ordered scan of observation_deliveries_open (consumer_name,
---   accepted_at, observation_id) WHERE status <> 'acknowledged' with FOR UPDATE SKIP LOCKED and
---   LIMIT, an UPDATE by primary key, the envelope by primary key: O(batch + leases in flight).
--- Time: clock_timestamp() once at the start (eligibility and expiry).
--- SQLSTATEs: 22023 worker not a literal (^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$), batch size
---   outside 1..1000, lease outside 1 second..1 hour; OB802 consumer_name is not a registered
---   observation projector (intake.register_observation_projector).
+--   worker, in (acceptedAt, observationId) order: pending work rows or expired leases. The envelope
+--   is NULL when the payload was purged (every projection has its receipt: only acknowledge).
 -- Locking: the claimed work rows (SKIP LOCKED: concurrent claimers never wait on each other).
+-- SQLSTATEs: 22023 worker not a literal, batch size outside 1..1000, lease outside 1 second..1
+--   hour; OB802 consumer_name is not a registered observation projector.
+-- Design notes: docs/intake.md#intakeclaim_observations
 -- Caller: outbox_observation_projector.
 CREATE FUNCTION intake.claim_observations(p_worker text, p_consumer_name text, p_batch_size integer, p_lease interval)
 RETURNS TABLE (observation_id uuid, accepted_at timestamptz, lease_token uuid, accepted_envelope jsonb,

@@ -1,47 +1,17 @@
 -- outbox.claim_rebuild_sources(p_build_id uuid, p_build_token uuid, p_batch_size integer)
---   RETURNS TABLE(source_kind text, source_id uuid, envelope jsonb, envelope_sha256 text)
---   (public, SPEC §11b R-PV-1, §13)
--- Purpose: hand the next batch of rebuild sources to a live shadow build, each source exactly
---   once per build. Sources are read only from outbox.event_source (retained and archived
---   events: EventEnvelope@1 and its jcs-sha256-v1 digest) and intake.observations (accepted
---   observations whose payload is still present: AcceptedObservationEnvelope@1 and its digest);
---   never through append_event or the delivery tables, so a rebuild neither creates nor touches
---   a delivery, lease or receipt of the active version.
--- Order (deterministic, one order over both kinds): (source_at, source_kind, source_id) with
---   source_at = the event's created_at (its append time; outbox.event_source carries it) or the
---   observation's accepted_at, source_kind 'event' < 'observation', then the id. Within a batch
---   and across batches the sources come in that order. Each batch is a prefix of what is left.
--- Exactly once: the build's source ledger outbox.projection_build_sources (primary key build,
---   kind, id) gets one row per handed-out source in the same statement, and the build's cursor
---   (cursor_at = the largest source_at handed out) advances in that statement too. A claim
---   considers sources with source_at >= cursor_at - 1 minute that are not in the ledger: the
---   cursor keeps each claim's scan short, the one-minute rescan picks up a source that committed
---   after a claim had already passed its time (its transaction began earlier: created_at is
---   now() of the appending transaction). Such a late source is handed out in a later batch, once.
---   A source committed more than a minute after its time AND after the cursor passed it is not
---   handed out by this claim; the freeze (R-PV-2) puts it in its exact boundary and the frozen
---   build's claim hands out what the ledger lacks. An event archived between claims keeps its id, so
---   the ledger never hands it out twice.
--- Cost: the keys (time, kind, id; no envelope) of the sources from the rescan point on are read
---   (BRIN on outbox_events/archived_events created_at, btree on observations accepted_at) and the
---   first batch_size not in the ledger kept by a top-N sort; only those get their envelope, by
---   primary key. Events have no btree on (created_at, event_id) - it would cost every append -
---   so a claim early in a large rebuild reads the keys of everything after its cursor.
--- Locking: the build row FOR UPDATE in a statement of its own (token fence; concurrent claimers
---   of one build serialise on it and, in READ COMMITTED, the waiting claimer's claim statement
---   takes its snapshot after the other committed, so it sees the other's ledger rows: two
---   claimers never get the same source). The claim itself is one set-based statement (no
---   per-item loop). REPEATABLE READ callers racing a concurrent claim get 40001 (retry).
--- Frozen build (R-PV-2, after outbox.freeze_cutover_candidate; only its new token works): the
---   claim stops at the boundary. It hands out, in the same order and the same way, only the
---   boundary's members (outbox.cutover_boundary_members) that the ledger lacks (the catch-up:
---   sources that committed late are in the boundary but were never handed out); once none is
---   left, the call is OB803: every later source is outside the boundary and reaches the shadow
---   by dual-apply, never through this claim.
--- SQLSTATEs: 22023 batch_size outside 1..1000; OB001 no live build with this id and token
---   (unknown, stale after a restart or a freeze rotated it, abandoned or switched); OB803 a
---   frozen build whose boundary is completely handed out.
--- Caller: outbox_projector, SECURITY DEFINER: it has no table grants.
+--   RETURNS TABLE(source_kind text, source_id uuid, envelope jsonb, envelope_sha256 text)  (public, R-PV-1)
+-- Purpose: hand the next batch of rebuild sources to a live shadow build, each exactly once per
+--   build, read only from outbox.event_source and accepted observations (never append_event or
+--   the delivery tables), in one order over both kinds: (source_at, source_kind, source_id). A
+--   ledger row per handed-out source and the build's cursor advance in the same set-based
+--   statement; a one-minute rescan behind the cursor picks up late commits. A frozen build hands
+--   out only the boundary members its ledger lacks, then OB803 (later sources: dual-apply).
+-- Locking: the build row FOR UPDATE (token fence; concurrent claimers of one build serialise and
+--   never get the same source; REPEATABLE READ callers may get 40001).
+-- SQLSTATEs: 22023 batch_size outside 1..1000; OB001 no live build with this id and token;
+--   OB803 a frozen build whose boundary is completely handed out.
+-- Caller: outbox_projector (SECURITY DEFINER).
+-- Design notes: docs/projection-versions.md#outboxclaim_rebuild_sources
 CREATE FUNCTION outbox.claim_rebuild_sources(p_build_id uuid, p_build_token uuid, p_batch_size integer)
 RETURNS TABLE (source_kind text, source_id uuid, envelope jsonb, envelope_sha256 text)
 LANGUAGE plpgsql

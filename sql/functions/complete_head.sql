@@ -1,18 +1,14 @@
 -- mailbox.complete_head(p_source text, p_msg_id bigint, p_lease_token uuid, p_outcome text,
 --   p_reason text DEFAULT NULL) RETURNS void  (public, SPEC R-MX-6, R-MX-8, R-MX-10, §13)
--- Purpose: finish the leased head inside the handler's transaction (the business effect and
---   the outbound events, outbox.append_event, commit or roll back with it: seed INV-17).
---   ONE statement writes the terminal state (succeeded, or dead with p_reason) AND the backfill
---   intent (backfill_state = owed): there is no second place that records that a mark is owed
---   (seed INV-8). Terminal states never revert (trigger).
--- Fencing: compare-and-set on source + msg_id + lease token + a live lease + state pending or
---   failed; otherwise OB001 (stale/expired/foreign token) or OB402 (terminal, late or missing
---   row) and nothing changes.
--- p_reason: required for dead (1..500 characters, control characters replaced by spaces),
---   must be NULL for succeeded.
--- Time: now = clock_timestamp() captured once per call (finished_at, lease liveness).
+-- Purpose: finish the leased head inside the handler's transaction (business effect and outbound
+--   events commit or roll back with it, R-MX-10). ONE statement writes the terminal state
+--   (succeeded, or dead with p_reason) AND the backfill intent (owed, R-MX-8). Terminal states
+--   never revert (trigger, R-MX-6). Fenced by source + msg_id + lease token + a live lease.
+-- Time: clock_timestamp() once per call.
 -- SQLSTATEs: 22023 invalid source, outcome not succeeded|dead, reason missing/too long/given
---   for succeeded; OB001; OB402; OB403 another session holds the pump.
+--   for succeeded; OB001 stale/expired/foreign token; OB402 terminal, late or missing row;
+--   OB403 another session holds the pump.
+-- Design notes: docs/mailbox.md#mailboxcomplete_head
 -- Caller: outbox_mailbox.
 CREATE FUNCTION mailbox.complete_head(p_source text, p_msg_id bigint, p_lease_token uuid, p_outcome text,
                                       p_reason text DEFAULT NULL)

@@ -3,20 +3,14 @@
 --                retried bigint, quarantined bigint, lease_expired bigint,
 --                max_ack_lag_seconds double precision)
 -- (public, operator console, issue 25 item 4)
--- Purpose: the console's charts, straight from the database (no separate time-series store):
---   per destination and time bucket over the last p_window, the attempts finished and how
---   (acknowledged, retryable, non_retryable -> quarantined, lease_expired_unknown), and the
---   largest delivery lag among the acknowledgements (finish time minus the delivery's creation:
---   how long an event waited until its consumer acknowledged it). Buckets without a finish are
---   not returned (the caller fills zeros). Buckets are aligned to p_bucket from the epoch.
--- Time: now() (transaction start), so one call is one consistent window.
--- Cost: the finishes of the window through the BRIN index
---   outbox_delivery_attempt_finishes_finished_brin (finishes are appended in time order), one
---   primary-key lookup per finish on the starts and, for acknowledgements, on the deliveries:
---   O(attempts finished in the window), never O(history).
--- Locking: none (plain MVCC reads).
+-- Purpose: the console's charts, straight from the database: per destination and p_bucket-wide
+--   bucket over the last p_window, the attempts finished and how, and the largest ack lag.
+--   Buckets without a finish are not returned.
+-- Cost: O(attempts finished in the window) through a BRIN index, never O(history).
+-- Time: now(). Locking: none (plain MVCC reads).
 -- SQLSTATEs: 22023 a window outside (0, 24 hours], a bucket outside [10 seconds, 1 hour], or
 --   more than 1440 buckets.
+-- Design notes: docs/read-model.md#outboxconsole_activity
 -- Callers: outbox_auditor.
 CREATE FUNCTION outbox.console_activity(p_window interval, p_bucket interval)
 RETURNS TABLE (destination text, bucket_start timestamptz, finished bigint, acknowledged bigint, retried bigint,

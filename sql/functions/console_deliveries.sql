@@ -5,20 +5,13 @@
 --                last_attempt_at timestamptz, last_error_code text, lease_owner text,
 --                lease_expires_at timestamptz, delivered_at timestamptz)
 -- (public, operator console, issue 25 item 2)
--- Purpose: one page of the deliveries of one destination in one state (pending, leased,
---   quarantined, acknowledged), oldest first by (created_at, event_id), with keyset pagination:
---   pass the last row's (created_at, event_id) to get the next page; both NULL for the first
---   page. Never OFFSET: the cost of a page does not grow with how far one has paged.
--- Cost: an index range scan of at most p_limit rows of outbox_deliveries_console (destination,
---   status, created_at, event_id) - the cursor is a row comparison on its last two columns - and
---   one primary-key lookup on outbox_events per row (bench/console_bench_test.go checks the plan
---   at 10^6 deliveries). The statement is built per call with the state as a literal (checked
---   against the closed list first) so it is planned with the real state (the partial indexes
---   on pending/leased rows stay usable); values are passed as parameters.
+-- Purpose: one page of the deliveries of one destination in one state, oldest first by
+--   (created_at, event_id), keyset-paginated (pass the last row's pair; both NULL for page one).
+-- Cost: an index range scan of at most p_limit rows; never OFFSET.
 -- Locking: none (plain MVCC reads).
 -- SQLSTATEs: 22023 a NULL destination, an unknown state, only one half of the keyset cursor, or
 --   a limit outside 1..500.
--- Callers: outbox_auditor.
+-- Design notes (plan): docs/read-model.md#outboxconsole_deliveries   Callers: outbox_auditor.
 CREATE FUNCTION outbox.console_deliveries(p_destination text, p_status text, p_after_created_at timestamptz,
                                           p_after_event_id uuid, p_limit integer)
 RETURNS TABLE (destination text, event_id uuid, event_type text, status text, created_at timestamptz,

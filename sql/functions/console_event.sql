@@ -1,22 +1,15 @@
 -- outbox.console_event(p_event_id uuid)
 -- RETURNS TABLE (event_id uuid, event_type text, schema_version text, delivery_set_version integer,
---                definition_schema_version integer, digest_algorithm_version text,
---                definition_digest text, aggregate_id text, aggregate_revision bigint,
---                tenant_kind text, tenant_id text, workspace_id text, project_id text,
---                correlation_id text, causation_id text, operation_id text,
---                event_envelope_digest_algorithm_version text, event_envelope_sha256 text,
---                occurred_at timestamptz, created_at timestamptz, published_at timestamptz,
---                payload_bytes integer)
+--                ..., occurred_at timestamptz, created_at timestamptz, published_at timestamptz,
+--                payload_bytes integer)  (22 columns: see CREATE below)
 -- (public, operator console, issue 25 item 1; SPEC R-OP-4, R-AK-4)
 -- Purpose: the envelope metadata of one event in the hot tables for the console's delivery
---   detail: type and schema, its delivery-set quartet, aggregate and tenant, the exact ids, the
---   envelope digest (algorithm and sha256), occurred/created times, the publication time (NULL
---   while not published) and the payload's size in bytes. Never the payload itself (that is
---   outbox.console_event_payload, shown only on request). Zero rows for an unknown or archived
---   event id.
+--   detail (type, quartet, aggregate, tenant, ids, digest, times, payload size). Never the payload
+--   itself (outbox.console_event_payload). Zero rows for an unknown or archived event id.
 -- Cost: primary-key lookups on outbox_events and outbox_publications.
 -- Locking: none (plain MVCC reads).
 -- SQLSTATEs: 22023 a NULL event id.
+-- Design notes: docs/read-model.md#outboxconsole_event
 -- Callers: outbox_auditor (the console's read session).
 CREATE FUNCTION outbox.console_event(p_event_id uuid)
 RETURNS TABLE (event_id uuid, event_type text, schema_version text, delivery_set_version integer,

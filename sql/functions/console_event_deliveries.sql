@@ -1,25 +1,15 @@
 -- outbox.console_event_deliveries(p_event_id uuid)
--- RETURNS TABLE (destination text, consumer_name text, mandatory boolean, expected_receipt_type text,
---                expected_receipt_schema_version integer, projection_state text,
---                required_projection_name text, required_projection_version integer, status text,
---                available_at timestamptz, created_at timestamptz, attempt_count integer,
---                recovery_attempt_base integer, lease_owner text, lease_expires_at timestamptz,
---                last_attempt_at timestamptz, last_error_code text, last_error_ref text,
---                delivered_at timestamptz, ack_receipt_kind text, ack_receipt_type text,
---                ack_receipt_ref text, ack_receipt_schema_version integer,
---                ack_receipt_digest_algorithm_version text, ack_receipt_digest text,
+-- RETURNS TABLE (destination text, consumer_name text, mandatory boolean, ..., status text, ...,
 --                quarantine_reason text, quarantined_at timestamptz, case_id text, recoveries bigint)
--- (public, operator console, issue 25 item 1; SPEC R-AP, R-AK-1..10)
--- Purpose: every delivery of one event for the console's detail: the frozen member it was
---   created from (consumer, expected receipt type and schema, projection state and target,
---   mandatory), its state and timing, the lease owner (never the lease token), the last error
---   code and sanitized ref, the ack's receipt kind/type and the receipt quartet (ref, schema
---   version, digest algorithm, digest), and its latest quarantine (reason, time, case) with the
---   number of controlled recoveries so far. In destination order.
--- Cost: the deliveries of one event through outbox_deliveries_by_event; one primary-key lookup
---   per delivery on delivery_set_members; the quarantine and recovery rows by delivery index.
+--                (29 columns: see CREATE below)
+-- (public, operator console, issue 25 item 1; SPEC R-AK-1..10)
+-- Purpose: every delivery of one event for the console's detail, in destination order: the frozen
+--   member, its state and timing, the lease owner (never the token), the last error, the ack's
+--   receipt quartet, its latest quarantine and the number of recoveries.
+-- Cost: the deliveries of one event by index, a primary-key lookup each.
 -- Locking: none (plain MVCC reads).
 -- SQLSTATEs: 22023 a NULL event id.
+-- Design notes: docs/read-model.md#outboxconsole_event_deliveries
 -- Callers: outbox_auditor.
 CREATE FUNCTION outbox.console_event_deliveries(p_event_id uuid)
 RETURNS TABLE (destination text, consumer_name text, mandatory boolean, expected_receipt_type text,

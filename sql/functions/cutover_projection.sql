@@ -1,18 +1,18 @@
 -- outbox.cutover_projection(p_build_id uuid, p_build_token uuid, p_delivery_set_version integer,
 --   p_definition_schema_version integer, p_digest_algorithm_version text, p_definition_digest text)
---   RETURNS TABLE(result text, proof_id uuid, proof_sha256 text, reasons text[])  (public, SPEC R-PV-2 (c), R-PV-3, §13)
--- Purpose: switch projection P from its active version to a frozen build's version S, in ONE
---   transaction: lock; claims of P's destinations paused (their open deliveries locked: claims
---   skip them, acks wait); guards (outbox._cutover_guards, leases in flight included: refused,
---   never waited for) and an immutable CutoverReadinessProof@1. All 0: active -> frozen, S ->
---   active (CAS, fenced by the token), build switched, the delivery set activated, committed
---   pauses of those destinations resumed: 'switched'. Else 'blocked' with its reasons; nothing
---   but the proof is written. Rollback is the same call with a build of the frozen version.
--- Locking: the active version row FOR NO KEY UPDATE NOWAIT (the cutover lock: OB804 if held),
---   then the build and target version rows FOR UPDATE, then P's open deliveries FOR UPDATE.
--- SQLSTATEs: OB001 stale token / build over; OB802 not frozen yet; OB804 lock held; OB101 unknown
---   quartet; 22023 set active or not routing P to S only; OB808 it retargets another projection.
--- Caller: outbox_projector; SECURITY DEFINER (no table privileges).
+--   RETURNS TABLE(result text, proof_id uuid, proof_sha256 text, reasons text[])  (public, R-PV-2, R-PV-3)
+-- Purpose: switch projection P from its active version to a frozen build's version S in ONE
+--   transaction: lock; claims of P's destinations paused (open deliveries locked); guards
+--   (outbox._cutover_guards; leases in flight refused, never waited for); an immutable
+--   CutoverReadinessProof@1. All 0: active -> frozen, S -> active (CAS, fenced by the token),
+--   build switched, delivery set activated, pauses resumed: 'switched'. Else 'blocked' with its
+--   reasons and only the proof written. Rollback: the same call with a build of the frozen version.
+-- Locking: active version row FOR NO KEY UPDATE NOWAIT (the cutover lock, OB804), then the build
+--   and target version rows FOR UPDATE, then P's open deliveries FOR UPDATE.
+-- SQLSTATEs: OB001 stale token / build over; OB802 not frozen yet; OB804 lock held; OB810 the
+--   projector's inbox is not in this database (consumer unbound here and no receipt of P here);
+--   OB101 unknown quartet; 22023 set active or not routing P to S only; OB808 retargets another.
+-- Caller: outbox_projector (SECURITY DEFINER).
 CREATE FUNCTION outbox.cutover_projection(p_build_id uuid, p_build_token uuid, p_delivery_set_version integer,
                                           p_definition_schema_version integer, p_digest_algorithm_version text,
                                           p_definition_digest text)
@@ -80,6 +80,18 @@ BEGIN
             USING ERRCODE = 'OB001';
     END IF;
     SELECT * INTO STRICT b FROM outbox.cutover_boundaries AS c WHERE c.build_id = p_build_id;
+    -- the projector's inbox must be this database (OB810): its consumer is bound here, or this
+    -- inbox holds receipts of the projection; otherwise the guards below would read an inbox the
+    -- projector never writes (docs/projection-versions.md: the two-phase design across databases)
+    IF NOT EXISTS (SELECT 1 FROM inbox.consumer_roles AS cr WHERE cr.consumer_name = b.consumer_name)
+       AND NOT EXISTS (SELECT 1 FROM inbox.inbox_receipts AS r
+                        WHERE r.consumer_name = b.consumer_name AND r.projection_name = v_name) THEN
+        RAISE EXCEPTION 'cutover across databases refused: the inbox of consumer % is not in this database', b.consumer_name
+            USING ERRCODE = 'OB810',
+                  DETAIL = pg_catalog.format('no inbox.consumer_roles binding of %s and no receipt of projection %s here',
+                                             b.consumer_name, v_name),
+                  HINT = 'run the projector''s inbox in this database (bind it: inbox.bind_consumer_role); SPEC R-PV-2';
+    END IF;
 
     -- the delivery set to activate: registered, not active, routing P to S only, retargeting nothing else
     SELECT s.status INTO v_set FROM outbox.delivery_set_versions AS s
@@ -176,6 +188,6 @@ END
 $fn$;
 
 COMMENT ON FUNCTION outbox.cutover_projection(uuid, uuid, integer, integer, text, text) IS
-    'Fenced cutover of a projection to a frozen build''s version (or back, R-PV-3): guards, immutable CutoverReadinessProof@1, pointer switch, delivery-set activation, claims resumed -> switched; any guard non-zero -> blocked (proof only). OB001, OB802, OB804, OB101, OB808, 22023. SPEC R-PV-2, §13. Caller: outbox_projector.';
+    'Fenced cutover of a projection to a frozen build''s version (or back, R-PV-3): guards, immutable CutoverReadinessProof@1, pointer switch, delivery-set activation, claims resumed -> switched; any guard non-zero -> blocked (proof only). OB001, OB802, OB804, OB810, OB101, OB808, 22023. SPEC R-PV-2, §13. Caller: outbox_projector.';
 REVOKE ALL ON FUNCTION outbox.cutover_projection(uuid, uuid, integer, integer, text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION outbox.cutover_projection(uuid, uuid, integer, integer, text, text) TO outbox_projector;

@@ -1,19 +1,12 @@
--- outbox.delivery_stats() RETURNS TABLE (...)  (public, SPEC R-DP-4)
+-- outbox.delivery_stats() RETURNS TABLE (...)  (public, SPEC R-DP-4, R-AK-5)
 -- Purpose: cheap per-destination backlog figures for the dispatcher's metrics and readiness:
---   pending and leased counts, the oldest non-terminal delivery (pending or leased, i.e. not yet
---   delivered) and its age, unresolved quarantines, and the oldest open revision gap: the age
---   of the oldest non-terminal delivery whose last outcome was awaiting_revision (R-AK-5: such
---   a delivery never exhausts, so its wait must stay visible). One row per registered destination,
---   zeros when it has no work.
--- Cost: reads only non-terminal rows through the partial index
---   outbox_deliveries_open (status IN ('pending','leased'), with status, created_at and
---   last_error_code included), so a scrape costs
---   O(backlog), never O(history); acknowledged totals are deliberately not computed here (use the
---   outbox.delivery_status view, an operator read). Unresolved quarantines are counted from
---   outbox_quarantine, which stays small by design (every row is an open case).
--- Time: now() (the statement's transaction start), so every row of one call shares one clock.
--- Locking: none (plain MVCC reads); no fencing (read-only).
--- SQLSTATEs: none of its own.
+--   pending and leased counts, the oldest non-terminal delivery and its age, unresolved
+--   quarantines, and the age of the oldest open revision gap (awaiting_revision). One row per
+--   registered destination, zeros when it has no work.
+-- Cost: O(backlog) through the partial index outbox_deliveries_open, never O(history).
+-- Time: now(), so every row of one call shares one clock.
+-- Locking: none (plain MVCC reads). SQLSTATEs: none of its own.
+-- Design notes: docs/operations.md#outboxdelivery_stats
 -- Callers: outbox_dispatcher (metrics, start-up preflight), outbox_auditor.
 CREATE FUNCTION outbox.delivery_stats()
 RETURNS TABLE (

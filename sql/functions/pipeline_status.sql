@@ -3,20 +3,12 @@
 --   released_holes integer, late_rows integer, head_msg_id bigint, head_state text,
 --   oldest_unmarked_terminal_seconds double precision, abandoned_backfills integer, dead_letters integer)
 -- (public, SPEC R-MX-12, §13)
--- Purpose: the operator's view of one source (outboxctl mailbox status, pump metrics):
---   watermark                         W
---   lag_ids                           unfinished processing rows (pending or failed, above W too)
---   lag_seconds                       age on our clock (since enqueue) of the oldest of them; 0 when none
---   open_holes / released_holes       hole ids open now / released so far
---   late_rows                         rows that committed inside a released hole (operator)
---   head_msg_id, head_state           the smallest unfinished id <= W and its state: pending,
---                                     failed (backing off), leased (a live lease); NULL when none
---   oldest_unmarked_terminal_seconds  age since finished_at of the oldest terminal row still
---                                     owing its mark; 0 when none
---   abandoned_backfills               terminal rows whose mark was abandoned and not resolved
---   dead_letters                      dead rows (kept)
--- Read-only; one snapshot. Cost: partial indexes (unfinished, owed, attention); hole ranges.
+-- Purpose: the operator's view of one source (outboxctl mailbox status, pump metrics): W, the
+--   backlog and its age, holes, late rows, the head and its state, owed and abandoned marks,
+--   dead letters. Read-only; one snapshot.
+-- Cost: partial indexes (unfinished, owed, attention); hole ranges.
 -- SQLSTATEs: 22023 invalid or unknown source.
+-- Design notes (each column): docs/mailbox.md#mailboxpipeline_status
 -- Caller: outbox_mailbox, outbox_auditor.
 CREATE FUNCTION mailbox.pipeline_status(p_source text)
 RETURNS TABLE (watermark bigint, lag_ids bigint, lag_seconds double precision, open_holes integer,

@@ -3,17 +3,12 @@
 --                status text, attempt_count integer, quarantine_reason text,
 --                quarantined_at timestamptz, published boolean, would_change text)
 -- (public, SPEC R-AK-10, §13)
--- Purpose: the impact preview of a controlled recovery (seed 000): exactly one row saying what
---   outbox.redeliver_quarantined would do to this delivery, without changing anything - the
---   event and its type, the frozen member's consumer, the delivery's status and attempts so far,
---   the current quarantine's reason and time (NULL when the delivery is not quarantined),
---   whether the event is already published, and would_change in plain language: the attempt
---   number the re-delivery will get, the state change, the restarted retry budget, the
---   quarantine row that gets the case, and what publication will do; or "nothing" with the
---   reason redeliver_quarantined would refuse (OB602). Never shows payload content.
--- Locking: none (plain MVCC reads); a preview may be stale by the time a recovery runs, which is
---   why redeliver_quarantined checks the state again under the row lock.
+-- Purpose: the impact preview of a controlled recovery: exactly one row saying what
+--   outbox.redeliver_quarantined would do to this delivery, without changing anything; would_change
+--   in plain language, or "nothing" with the reason it would refuse (OB602). Never payload content.
+-- Locking: none (plain MVCC reads; redeliver_quarantined re-checks under the row lock).
 -- SQLSTATEs: 22023 a NULL argument or no delivery for (destination, event_id).
+-- Design notes: docs/operations.md#outboxpreview_redelivery
 -- Callers: outbox_operator (before a recovery), outbox_auditor (read-only).
 CREATE FUNCTION outbox.preview_redelivery(p_destination text, p_event_id uuid)
 RETURNS TABLE (destination text, event_id uuid, event_type text, consumer_name text, status text,

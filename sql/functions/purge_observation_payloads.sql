@@ -1,21 +1,13 @@
 -- intake.purge_observation_payloads(older_than interval, max_rows int DEFAULT 1000)
 --   RETURNS TABLE (run_id uuid, purged int, skipped int, purged_set_sha256 text)
 --   (public, SPEC R-OB-7, §13)
--- Purpose: the audited payload purge. Examines up to max_rows accepted observations with
---   acceptedAt < now() - older_than, oldest first by (acceptedAt, observationId), and removes
---   the payload (the intake.observations row) of each one that every registered observation
---   projector has acknowledged with a receipt of its acceptedEnvelopeSha256
---   (inbox.observation_receipts) and that is under no active legal hold (outbox.legal_holds by
---   id); the others are skipped. Writes first one append-only purge marker per purged id
---   (intake.observation_purge_markers), then deletes (allowed by tg_observations__purge_delete
---   only for ids marked by this run in this transaction), then the run row last
---   (intake.purge_runs) with purged_set_sha256 = SHA-256 of the jcs-sha256-v1 text of
---   [{"acceptedEnvelopeSha256", "observationId"}, ...] in observationId order. The id registry
---   is never touched: a purged id re-submitted answers accepted_existing_purged.
--- Ranges are frozen by acceptedAt (the accepting transaction's time): a purge only sees
---   committed observations, so it never races an accept.
+-- Purpose: the audited payload purge: removes the payload of up to max_rows observations accepted
+--   before now() - older_than (oldest first) that every registered projector acknowledged with a
+--   receipt and that no legal hold covers; the others are skipped. Purge markers first, then the
+--   deletes, then the run row. The id registry is never touched.
 -- Locking: FOR UPDATE SKIP LOCKED of the examined rows (concurrent runs take disjoint sets).
 -- SQLSTATEs: 22023 older_than NULL or negative, max_rows outside 1..100000.
+-- Design notes: docs/intake.md#intakepurge_observation_payloads
 -- Caller: outbox_retention.
 CREATE FUNCTION intake.purge_observation_payloads(p_older_than interval, p_max_rows integer DEFAULT 1000)
 RETURNS TABLE (run_id uuid, purged integer, skipped integer, purged_set_sha256 text)

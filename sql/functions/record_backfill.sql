@@ -1,20 +1,13 @@
 -- mailbox.record_backfill(p_source text, p_msg_id bigint, p_outcome text) RETURNS text
--- (public, SPEC R-MX-7, R-MX-8, §13; seed CLM-4)
--- Purpose: record what writing the processed mark in the mailbox did:
---   written        the mark went from empty to a timestamp           -> done
---   already_marked the row was marked already (never overwritten)   -> done
---   missing        the mailbox row does not exist                    -> abandoned at once
---                  (reason missing; an alert; never counted as marked)
---   transient      the mailbox could not be written now              -> retry (due again after
---                  least(1 minute, 1 second * 2^(n-1))), or abandoned (reason deadline) once
---                  backfill_deadline has passed since OUR enqueue time (enqueued_at; never the
---                  mailbox's received_at, which may be NULL or skewed)
---   An abandoned row stays abandoned until an operator resolves it (resolve_abandoned); it never
---   counts as marked (the archive trigger refuses to remove it).
--- Locking: the processing row FOR UPDATE.
--- Time: now = clock_timestamp() captured once per call.
+-- (public, SPEC R-MX-7, R-MX-8, §13)
+-- Purpose: record what writing the processed mark in the mailbox did: written or already_marked
+--   (done), missing (abandoned at once), transient (retry with backoff, or abandoned once
+--   backfill_deadline has passed since OUR enqueue time). An abandoned row stays abandoned until
+--   an operator resolves it (resolve_abandoned); it never counts as marked.
+-- Locking: the processing row FOR UPDATE. Time: clock_timestamp() once per call.
 -- SQLSTATEs: 22023 invalid source or outcome; OB402 the row owes no backfill (missing, not
 --   terminal, already done or abandoned); OB403 another session holds the pump.
+-- Design notes: docs/mailbox.md#mailboxrecord_backfill
 -- Caller: outbox_mailbox.
 CREATE FUNCTION mailbox.record_backfill(p_source text, p_msg_id bigint, p_outcome text)
 RETURNS text

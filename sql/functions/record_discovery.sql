@@ -1,41 +1,14 @@
 -- mailbox.record_discovery(p_source text, p_messages json)
 -- RETURNS TABLE (watermark bigint, enqueued integer, open_holes integer, released_holes integer)
 -- (public, SPEC R-MX-2, R-MX-4, R-MX-5, §13)
--- Purpose: record mailbox rows the pump read with msg_id > W (plus re-read ids of released
---   holes) and, in this ONE transaction, enqueue them and move W (seed INV-2):
---   1. p_messages = [{msgId, receivedAt, message}] (msgId a JSON integer 0..2^63-1, receivedAt an
---      RFC 3339 string or null/absent, message any JSON value; no other member; at most 10000
---      elements; [] only ages holes). The same id twice with the same message counts once.
---   2. An id that already has a processing row: the same message is a no-op; another message
---      raises OB401 and nothing changes. An id <= W without a row must lie in a released hole:
---      it becomes a late row (state late: never a head, reported by pipeline_status.late_rows);
---      any other id <= W (below the source's start) is refused with 22023.
---   3. Every new id > W gets a processing row (state pending), even above a hole: it waits for
---      W (R-MX-4). enqueued = the pending rows this call created.
---   4. The gaps among the rows above W are this call's holes. A gap keeps the first-seen time of
---      the open hole it lies in (a range split by a filled id keeps it on both parts, so a newer
---      hole keeps its full window when an older one is filled); a gap never seen before gets
---      first_seen_at = now. Times are our clock, never received_at (R-MX-2).
---   5. Holes are released in id order while each is older than hole_release_after: W may skip
---      a released hole, and only the ids of the hole (never an existing row). A hole behind a
---      younger one waits until W reaches it.
---   6. W = the id before the first unreleased hole, else the highest row above W (unchanged
---      when none); it only increases (trigger). open_holes / released_holes count hole ids
---      (open after the call / released by this call), capped at 2^31-1.
---   The processed mark of the mailbox is never an input (R-MX-5).
--- (multi-argument unnest is SQL syntax, ROWS FROM, so it cannot be schema-qualified.)
--- Cost: O(input + rows waiting above W + open hole ranges); holes are ranges, so a large id
---   jump costs one row, never one row per missing id.
--- jit = off: the per-element checks over json_array_elements are estimated above
---   jit_above_cost for a batch of a few hundred rows, and JIT compilation then costs ~300 ms
---   per call against ~10 ms of execution (measured, bench/mailbox_bench_test.go).
--- Locking: the source row FOR UPDATE (discoveries of one source serialize on it; no advisory
---   lock, R-SEC-5); the pump holder row FOR SHARE (OB403 guard).
--- Time: now = clock_timestamp() captured once per call (enqueued_at, first_seen_at, released_at).
--- SQLSTATEs: 22023 invalid source or input (not an array, too long, an element not an object,
---   unknown or duplicate member, msgId not an integer in range, receivedAt not RFC 3339, message
---   missing, an unknown id at or below W outside a released hole); OB401 a known id (or the same
---   id twice in the input) with a different message; OB403 another session holds the pump.
+-- Purpose: record mailbox rows the pump read with msg_id > W (plus re-read ids of released holes)
+--   and, in this ONE transaction, enqueue them, age and release holes and move W (R-MX-2).
+--   p_messages = [{msgId, receivedAt, message}], at most 10000. The processed mark is never read.
+-- Locking: the source row FOR UPDATE; the pump holder row FOR SHARE (OB403 guard).
+-- SQLSTATEs: 22023 invalid source or input, or an unknown id at or below W outside a released
+--   hole; OB401 a known id (or the same id twice) with a different message; OB403 another
+--   session holds the pump.
+-- Design notes (the six steps, cost, jit): docs/mailbox.md#mailboxrecord_discovery
 -- Caller: outbox_mailbox.
 CREATE FUNCTION mailbox.record_discovery(p_source text, p_messages json)
 RETURNS TABLE (watermark bigint, enqueued integer, open_holes integer, released_holes integer)

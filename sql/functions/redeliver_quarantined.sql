@@ -1,34 +1,15 @@
 -- outbox.redeliver_quarantined(p_destination text, p_event_id uuid, p_case_id text, p_reason text,
 --                              p_idempotency_key text) RETURNS TABLE (recovery_id uuid, status text)
--- (public, SPEC R-AK-10, §13; seed 000: controlled manual recovery)
+-- (public, SPEC R-AK-10, §13: controlled manual recovery)
 -- Purpose: the one way out of quarantine. Moves ONE quarantined delivery back to pending, due at
---   once (available_at = now): the same event, envelope digest and frozen member (nothing of the
---   delivery but status, available_at and recovery_attempt_base changes); the attempt history
---   continues (the next claim is attempt attempt_count + 1); the retry budget restarts
---   (recovery_attempt_base := attempt_count: retry_deliveries and lease recovery count the
---   attempts since the last recovery against max_attempts). The current quarantine row stays and
---   gets acknowledged_at and the case id (a later quarantine adds a new row). One immutable audit
---   row in outbox.outbox_recoveries: recovery id, session user, destination, event, case, the
---   sanitized reason, the idempotency key, the state before (status, attempt count, attempt,
---   quarantine row, reason and time, last error) and after (status, available_at), and the time.
---   No skip, no forced success, no payload edit, no replay of anything but the original event.
--- Idempotency: per key, checked BEFORE the state - the same key with the same request
---   (destination, event, case, sanitized reason) returns the first result (its recovery id and
---   status 'pending') even after the delivery has moved on; the same key with another request
---   raises OB601. A concurrent call with the same key waits on the delivery's row lock (same
---   delivery) or on the key's unique index entry (another delivery) and then answers as above.
--- Arguments: case id and key are literals (D-4): 1-128 characters of [A-Za-z0-9._:/-] (the key
---   without '/'), starting with a letter or digit. The reason is free text for people, at most
---   500 characters, stored sanitized (control characters become spaces, runs of whitespace
---   collapse, trimmed) and never combined with payload content; it must not be empty.
--- Locking: the delivery row FOR UPDATE (the same lock as the dispatch functions, so a recovery
---   never interleaves with an outcome), then its latest quarantine row FOR UPDATE.
--- Time: clock_timestamp() once, used for available_at, acknowledged_at and the audit row.
--- Immutability: the deliveries' trigger accepts quarantined -> pending only with this
---   transaction's audit row for the delivery (no setting can stand in for it): OB202 otherwise.
+--   once: the same event, digest and frozen member; attempt history continues, the retry budget
+--   restarts; the quarantine row gets the case; one immutable audit row in outbox.outbox_recoveries.
+--   No skip, no forced success, no payload edit. Idempotent per key.
+-- Locking: the delivery row FOR UPDATE, then its latest quarantine row FOR UPDATE.
 -- SQLSTATEs: 22023 an argument is NULL or not a valid literal / reason, or the quarantine row is
 --   already bound to another case; OB601 the key was used for another request; OB602 the
 --   delivery does not exist or is not quarantined (DETAIL names its status).
+-- Design notes (idempotency, arguments, audit row): docs/operations.md#outboxredeliver_quarantined
 -- Caller: outbox_operator only.
 CREATE FUNCTION outbox.redeliver_quarantined(p_destination text, p_event_id uuid, p_case_id text,
                                              p_reason text, p_idempotency_key text)

@@ -1,21 +1,12 @@
 -- intake.register_observation_schema(observation_type text, observation_schema_version int,
 --   definition json) RETURNS text  (public, SPEC R-OB-1, §13)
--- Purpose: register the closed body schema of (observation_type, observation_schema_version) and
---   return its jcs-sha256-v1 digest. ObservationSchemaDefinition@1:
---     {"members": {"<name>": {"type": "string|integer|boolean|uuid|timestamp|enum",
---                             "required"?: bool (false), "nullable"?: bool (false),
---                             "minLength"?: int (0), "maxLength"?: int (256)     -- string, enum
---                             "minimum"?: int, "maximum"?: int                   -- integer
---                             "values"?: [string, ...]                           -- enum (required)
---                             "branches"?: [string, ...]}, ...},                 -- discriminator values
---      "discriminator"?: "<name>",          -- a required, non-nullable enum member: the branch
---      "policyVersionMember"?: "<name>",    -- carries errorNormalizationPolicyVersion
---      "normalizedCodeMember"?: "<name>"}   -- carries the normalized code (checked with the policy)
---   Member names are ASCII camelCase ([a-z][A-Za-z0-9]{0,63}); a member with "branches" is
---   allowed (and, when required, required) only when the discriminator has one of those values.
---   Insert-or-compare on the digest of the canonical definition.
--- Locking: the primary key. SQLSTATEs: OB201 the definition is not canonicalizable (duplicate
---   key, ...); OB702 definition out of form, or the version registered with another definition.
+-- Purpose: register the closed body schema (ObservationSchemaDefinition@1) of
+--   (observation_type, observation_schema_version) and return its jcs-sha256-v1 digest;
+--   insert-or-compare on the digest of the canonical definition.
+-- Locking: the primary key.
+-- SQLSTATEs: OB201 the definition is not canonicalizable (duplicate key, ...); OB702 definition
+--   out of form, or the version registered with another definition.
+-- Design notes (the definition's form): docs/intake.md#intakeregister_observation_schema
 -- Caller: outbox_registrar.
 CREATE FUNCTION intake.register_observation_schema(p_observation_type text, p_observation_schema_version integer,
                                                    p_definition json)

@@ -1,24 +1,14 @@
 -- outbox.register_projection_version(p_projection_name text, p_projection_version integer,
 --   p_semantic_definition_sha256 text) RETURNS text  (public, SPEC §11b R-PV-1, §13)
--- Purpose: register a version of a projection, insert-or-compare.
---   'registered' the version is new. The first version of a projection (no version registered
---                yet) becomes 'active': there is nothing to cut over from, and it is the one
---                delivery sets will target. Every later version becomes 'shadow': it serves
---                nothing until a shadow build (outbox.start_shadow_build) and the cutover
---                (R-PV-2, outbox.cutover_projection) make it active.
---   'existing'   the version is registered with the same semantic digest; nothing written.
---   The semantic definition digest is 64 lower-case hex digits (jcs-sha256-v1 of the
---   projection's semantic definition) or 'unknown' (what the migration and a delivery-set
---   activation record for versions live deliveries already target). A version registered with
---   'unknown' compares like any other digest: another value for it is OB801.
--- Locking: the primary key of outbox.projection_versions serialises concurrent registrations of
---   one version (INSERT .. ON CONFLICT DO NOTHING, then compare the committed row; READ
---   COMMITTED); the partial unique index projection_versions_one_active keeps one active version
---   per projection (two concurrent first registrations of different versions: one waits and then
---   fails with unique_violation 23505; retry it and it registers as shadow).
--- SQLSTATEs: 22023 projection name not a literal (^[a-z0-9][a-z0-9._@-]*$, at most 200
---   characters), version < 1, digest not 64 hex digits nor 'unknown'; OB801 the version is
---   registered with another semantic definition digest.
+-- Purpose: register a version of a projection, insert-or-compare: 'registered' (the first version
+--   of a projection becomes active, every later one shadow) or 'existing' (same semantic digest;
+--   nothing written). The digest is 64 lower-case hex digits or 'unknown'.
+-- Locking: the primary key serialises registrations of one version; the partial unique index
+--   projection_versions_one_active keeps one active version (a concurrent first registration of
+--   another version fails with 23505: retry it and it registers as shadow).
+-- SQLSTATEs: 22023 projection name not a literal, version < 1, digest not 64 hex digits nor
+--   'unknown'; OB801 the version is registered with another semantic definition digest.
+-- Design notes: docs/projection-versions.md#outboxregister_projection_version
 -- Caller: outbox_registrar, SECURITY DEFINER: it has no table grants.
 CREATE FUNCTION outbox.register_projection_version(p_projection_name text, p_projection_version integer,
                                                    p_semantic_definition_sha256 text)

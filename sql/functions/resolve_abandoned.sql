@@ -1,5 +1,5 @@
 -- mailbox.resolve_abandoned(p_source text, p_msg_id bigint, p_resolution text, p_note text)
--- RETURNS void  (public, SPEC R-MX-8, §13; seed CLM-4)
+-- RETURNS void  (public, SPEC R-MX-8, §13)
 -- Purpose: an operator's reconciliation of an abandoned backfill (`outboxctl mailbox resolve`):
 --   marked_manually (the operator set the mark in the mailbox) or not_needed (the mailbox row
 --   is gone or needs no mark). Writes one immutable audit row (who: session_user, when, note)

@@ -1,26 +1,13 @@
 -- outbox.search_exact_id(kind text, id text)
 --   RETURNS TABLE (result text, reason text, event_id uuid, operation_id text)
--- Purpose (SPEC R-OP-3): exact-identifier search, never a prefix or fuzzy match.
---   kind eventId matches the source events (hot and archived) directly; operationId,
---   correlationId, runId, reservationId, causationId match the projector's exact-identifier
---   index (inbox.projection_exact_ids) of each projection's ACTIVE version (outbox.projection_versions;
---   an unregistered projection's rows count as they are): a shadow or frozen version's rows never
---   answer (R-PV-2). A match returns one row per event ('matched', NULL, event, the operation the
---   projector links it to - NULL while unlinked).
---   No match: 'not_found' only when the most recent manifest with scope {} is
---   complete_for_supported_scope AND outbox.check_completeness says verified_current AND, for
---   the index kinds, every acknowledged projection delivery has its event in the active version's
---   index of this database (else source_gap: the projector's inbox is elsewhere or does not index); otherwise
---   one row 'inconclusive' with the reason: no_completed_snapshot (none, or not verifiable),
---   stale_snapshot, pending_deliveries, quarantine_open, source_gap (receipt anti-join, open
---   gaps, unsupported schemas, archive integrity).
---   kind observationId (R-OB-4) matches the intake's permanent id registry: 'matched' with reason
---   positive_match_only, or 'inconclusive' with reason positive_match_only - never not_found
---   (negativeProofCapability = positive_match_only: the intake cannot prove that an observation
---   was never sent). event_id and operation_id are NULL (an observation is never linked to a
---   domain fact).
--- Cost: a no-match answer re-checks the proof (rebuilds its member set): O(events in scope).
+--   (public, SPEC R-OP-3, R-PV-2, R-OB-4)
+-- Purpose: exact-identifier search, never a prefix or fuzzy match: eventId in the source events
+--   (hot and archived), the other kinds in the exact-id index of each projection's ACTIVE version,
+--   observationId in the intake's id registry. 'matched' per event; 'not_found' only under a
+--   verified_current complete proof; else 'inconclusive' with the reason.
+-- Cost: a no-match answer re-checks the proof: O(events in scope).
 -- Locking: none. SQLSTATEs: 22023 unknown kind, empty/over-long id, eventId not a UUID.
+-- Design notes (the answers and their reasons): docs/read-model.md#outboxsearch_exact_id
 -- Caller: outbox_auditor.
 CREATE FUNCTION outbox.search_exact_id(p_kind text, p_id text)
 RETURNS TABLE (result text, reason text, event_id uuid, operation_id text)

@@ -1,29 +1,16 @@
 -- outbox.start_shadow_build(p_projection_name text, p_projection_version integer)
---   RETURNS TABLE(build_id uuid, build_token uuid)  (public, SPEC §11b R-PV-1, §13)
--- Purpose: start a shadow (re)build of a registered, not active projection version. The build
---   row records state 'building', its token and started_at/started_by; the version row names the
---   live build and its token (live_build_id, live_build_token: what inbox.record_receipt and
---   inbox.observe_revision check for a shadow version in one primary-key lookup).
---   One live build per version. A second start ABANDONS the live build and rotates: the old
---   build becomes 'abandoned' (ended_at set, terminal), its token is dead at once (its
---   claim_rebuild_sources and its receipts/revision calls under the version get OB001), and the
---   new build starts with an empty source ledger, so it hands out every source again. Receipts
---   and revision progress the abandoned build already committed under the version stay: they
---   are content-addressed, so the new build meets them as 'existing' / 'duplicate'. The choice
---   (rather than refusing the second start) lets a crashed or lost builder be replaced without
---   an operator step, the way a lease expires; fencing is by token, as for deliveries (OB001).
--- Locking: the version row FOR UPDATE (serialises starts of one version, and waits for shadow
---   receipts in flight: they hold it FOR SHARE while they check the token, so a rotation never
---   races a receipt written under the old token); the partial unique index
+--   RETURNS TABLE(build_id uuid, build_token uuid)  (public, R-PV-1, R-PV-3)
+-- Purpose: start a shadow (re)build of a registered shadow version, or of the frozen former
+--   version (the rollback candidate). One live build per version: a second start ABANDONS the
+--   live one (its token dead at once: OB001) and rotates, so a lost builder is replaced without
+--   an operator step; receipts the abandoned build committed stay (content-addressed).
+-- Locking: the version row FOR UPDATE (serialises starts; waits for shadow receipts in flight,
+--   which hold it FOR SHARE while checking the token); the partial unique index
 --   projection_builds_one_live keeps one 'building' row per version.
---   Rollback (R-PV-3): a FROZEN version (the former active one) may be started too: its build
---   is the candidate of the cut back, driven by the same freeze and cutover_projection. Its
---   version row names no live build (a frozen version takes receipts without token, kept
---   current by dual-apply); the token fences the build's claims, freeze and cutover only.
---   A live build that is frozen (boundary written) is abandoned the same way.
--- SQLSTATEs: 22023 invalid projection key; OB802 the version is not registered, or it is active
---   or retired (an active version keeps serving its deliveries).
--- Caller: outbox_projector, SECURITY DEFINER: it has no table grants.
+-- SQLSTATEs: 22023 invalid projection key; OB802 the version is not registered, or active or
+--   retired.
+-- Caller: outbox_projector (SECURITY DEFINER).
+-- Design notes: docs/projection-versions.md#outboxstart_shadow_build
 CREATE FUNCTION outbox.start_shadow_build(p_projection_name text, p_projection_version integer)
 RETURNS TABLE (build_id uuid, build_token uuid)
 LANGUAGE plpgsql

@@ -1,22 +1,12 @@
 -- inbox.verify_receipt_digests(p_max_rows integer DEFAULT 10000)
 --   RETURNS TABLE(consumer_name text, event_id uuid, problem text)  (public, SPEC D-2, R-CO-1, §13)
--- Purpose: the audit sweep of the receipt hot path (D-2). inbox.record_receipt may store a
---   receipt text it verified with cheap checks instead of canonicalizing it; this sweep
---   re-canonicalizes the newest max_rows stored receipts with the database's own canonicalizer
---   (outbox.jcs_canonicalize) and returns one row per problem found:
---     not_canonicalizable  the stored text is not JSON or not in the jcs-sha256-v1 subset;
---     not_canonical        the stored text is not the RFC 8785 form of its own document;
---     digest_mismatch      jcs-sha256-v1 of the candidate (document minus <prefix>Ref,
---                          <prefix>Digest and the time field) is not the stored receipt_digest;
---     column_mismatch      a member of the document differs from the column recorded with it
---                          (<prefix>Digest, <prefix>Ref, the time field, eventId, consumerName,
---                          eventEnvelopeSha256, destination) - the ref and the time are outside
---                          the digest, so only this comparison covers them.
---   An empty result is the proof that every receipt checked is what the slow path would have
---   stored. The envelope itself is not stored in the inbox; its digest is checked at record time.
--- Locking: none (plain reads; each check runs in its own subtransaction so that one damaged row
---   does not stop the sweep).
+-- Purpose: the audit sweep of the receipt hot path (D-2): re-canonicalizes the newest max_rows
+--   stored receipts with outbox.jcs_canonicalize and returns one row per problem
+--   (not_canonicalizable, not_canonical, digest_mismatch, column_mismatch). An empty result proves
+--   every receipt checked is what the slow path would have stored.
+-- Locking: none (each check in its own subtransaction, so a damaged row does not stop the sweep).
 -- SQLSTATEs: 22023 when max_rows is outside 1..1000000.
+-- Design notes (what each problem means): docs/contract.md#inboxverify_receipt_digests
 -- Caller: outbox_auditor, SECURITY DEFINER: the auditor may read the table but not run the
 --   private canonicalizer helpers.
 CREATE FUNCTION inbox.verify_receipt_digests(p_max_rows integer DEFAULT 10000)

@@ -1,9 +1,9 @@
 -- tg_mailbox_messages__terminal_immutable: a processing row's identity and message never change;
--- terminal states (succeeded, dead) never revert or change (SPEC R-MX-6/7, seed INV-6); the
+-- terminal states (succeeded, dead) never revert or change (SPEC R-MX-6, R-MX-7); the
 -- backfill fact only moves owed -> done | abandoned, abandoned -> resolved (R-MX-8, INV-8).
 -- DELETE (archiving a processing row) is allowed only for a terminal row whose mark is done or
 -- resolved by an operator: an abandoned or owed backfill never counts as marked for purge
--- decisions (R-MX-8, seed CLM-4). Anything else raises OB202, for every role.
+-- decisions (R-MX-8). Anything else raises OB202, for every role.
 CREATE FUNCTION mailbox.tg_mailbox_messages__terminal_immutable()
 RETURNS trigger
 LANGUAGE plpgsql

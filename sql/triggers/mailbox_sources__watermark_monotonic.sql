@@ -1,4 +1,4 @@
--- tg_mailbox_sources__watermark_monotonic: W only increases (SPEC R-MX-2, seed INV-2), and a
+-- tg_mailbox_sources__watermark_monotonic: W only increases (SPEC R-MX-2), and a
 -- source's configuration and start never change after registration (register_source is
 -- insert-or-compare). Any other UPDATE, DELETE or TRUNCATE raises OB202, for every role.
 CREATE FUNCTION mailbox.tg_mailbox_sources__watermark_monotonic()

@@ -1,22 +1,13 @@
--- The delivery-set proof of R-AP-5, part 2: the deferred end-of-transaction anti-join. Each row
--- of outbox.outbox_append_proofs (one per INSERT statement on the events or deliveries, see
--- outbox_events__delivery_set_complete.sql) queues this DEFERRABLE INITIALLY DEFERRED
--- constraint trigger; at COMMIT the first one to fire takes (deletes) every row its transaction
--- recorded and proves all their events in ONE set-based statement (index lookups by event id:
--- outbox_events_pkey, delivery_set_members_pkey, outbox_deliveries_by_event); the others of the
--- same transaction find nothing left and return. Per event: exactly one delivery per mandatory
--- member of its frozen delivery set, each carrying the member's frozen consumer, receipt type and
--- schema and projection target; no delivery that is not such a member (not mandatory, another
--- delivery-set version, another destination); the event row exists. A violation raises OB104 and
--- aborts the whole business transaction (the detail names the first event by id).
--- SECURITY DEFINER: deferred triggers fire at COMMIT as the committing role (e.g. a producer),
--- which has no access to the tables being compared. enable_seqscan = off (SPEC §12a HP-3,
--- HP-4): every lookup is an index lookup by event id, also in a plan made (and cached) while
--- the tables were small - the recording table is mostly dead rows between vacuums, and a
--- sequential scan of it or of the deliveries at every COMMIT was the largest cost of an append
--- measured; with that, plan_cache_mode = force_generic_plan: a custom plan (1.2 ms to make)
--- always looked cheaper than the generic one for a known short id array, so every COMMIT
--- planned it again; jit = off: a JIT compilation costs more than any batch of index lookups.
+-- The delivery-set proof of R-AP-5, part 2: the deferred end-of-transaction anti-join. Each row of
+-- outbox.outbox_append_proofs (one per INSERT statement on the events or deliveries, see
+-- outbox_events__delivery_set_complete.sql) queues this DEFERRABLE INITIALLY DEFERRED constraint
+-- trigger; at COMMIT the first to fire takes every row its transaction recorded and proves all
+-- their events in ONE set-based statement; the others find nothing left. Per event: exactly one
+-- delivery per mandatory member of its frozen delivery set, each carrying the member's frozen
+-- fields; no other delivery; the event row exists. A violation raises OB104 and aborts the whole
+-- business transaction (the detail names the first event by id).
+-- SECURITY DEFINER: deferred triggers fire as the committing role, which cannot read these tables.
+-- Design notes (plan settings, HP-3, HP-4): docs/performance-notes.md#outboxtg_outbox_append_proofs__check
 CREATE FUNCTION outbox.tg_outbox_append_proofs__check() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp

@@ -21,12 +21,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oceanway/pgoutbox/consumer"
-	"github.com/oceanway/pgoutbox/consumer/reference"
 	"github.com/oceanway/pgoutbox/internal/dispatcher"
 	"github.com/oceanway/pgoutbox/internal/migrate"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/scenario"
 	"github.com/oceanway/pgoutbox/internal/release"
+	"github.com/oceanway/pgoutbox/reference"
 	"github.com/oceanway/pgoutbox/wire"
 )
 
@@ -65,11 +65,11 @@ func runCutoverDemo(ctx context.Context, server string) error {
 	if err := ensureRole(ctx, admin, cutoverRole, "outbox_consumer"); err != nil {
 		return err
 	}
-	doc, err := release.LoadReference()
+	doc, err := reference.LoadRelease()
 	if err != nil {
 		return err
 	}
-	q1, err := pgcall.RegisterDeliverySet(ctx, reg, doc, release.ReferenceSourceRelease)
+	q1, err := pgcall.RegisterDeliverySet(ctx, reg, doc, reference.SourceRelease)
 	if err != nil {
 		return err
 	}

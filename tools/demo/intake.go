@@ -17,11 +17,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/oceanway/pgoutbox/consumer/reference"
 	"github.com/oceanway/pgoutbox/intake"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/readmodel"
 	"github.com/oceanway/pgoutbox/internal/release"
+	"github.com/oceanway/pgoutbox/reference"
 )
 
 const (
@@ -57,7 +57,7 @@ func (d *demo) runIntakeDemo(ctx context.Context) error {
 		return err
 	}
 	defer reg.Close(ctx)
-	rel, err := release.LoadReferenceObservations()
+	rel, err := reference.LoadObservations()
 	if err != nil {
 		return err
 	}

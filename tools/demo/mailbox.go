@@ -12,7 +12,7 @@ import (
 	"github.com/oceanway/pgoutbox/internal/mailbox"
 	"github.com/oceanway/pgoutbox/internal/migrate"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/release"
+	"github.com/oceanway/pgoutbox/reference"
 )
 
 // runMailboxDemo runs the mailbox inbox pipeline (SPEC §10, docs/mailbox.md) on a small legacy
@@ -54,14 +54,14 @@ func runMailboxDemo(ctx context.Context, server string) error {
 		HoleReleaseAfter: time.Second, BackfillDeadline: time.Hour}); err != nil {
 		return err
 	}
-	if err := mailbox.RegisterReferenceDestination(ctx, admin); err != nil {
+	if err := reference.RegisterMailboxDestination(ctx, admin); err != nil {
 		return err
 	}
-	ref, err := release.LoadReference()
+	ref, err := reference.LoadRelease()
 	if err != nil {
 		return err
 	}
-	doc, err := mailbox.ExtendRelease(ref, 2)
+	doc, err := reference.ExtendReleaseWithMailbox(ref, 2)
 	if err != nil {
 		return err
 	}
@@ -77,7 +77,7 @@ func runMailboxDemo(ctx context.Context, server string) error {
 	}
 	fmt.Printf("  our database %s, mailbox database %s\n", redact(ourURL), redact(boxURL))
 	fmt.Printf("  source legacy-inbox (holes released after 1s); delivery set %d adds %s -> %s (ordering per_aggregate)\n",
-		q.DeliverySetVersion, mailbox.EventType, mailbox.Destination)
+		q.DeliverySetVersion, reference.MailboxEventType, reference.MailboxDestination)
 
 	ins := func(db pgcall.DBTX, id int64, key string, n int) error {
 		_, err := db.Exec(ctx, `INSERT INTO mailbox VALUES ($1, now(), $2::jsonb, NULL)`, id,
@@ -125,7 +125,7 @@ func runMailboxDemo(ctx context.Context, server string) error {
 	cfg := mailbox.Defaults()
 	cfg.Source, cfg.Table = "legacy-inbox", "mailbox"
 	p, err := mailbox.New(cfg, pumpConn, boxPool,
-		mailbox.ReferenceHandler{TenantKind: "organization", TenantID: "oceanway", WorkspaceID: "ops"}, nil, nil)
+		reference.MailboxHandler{TenantKind: "organization", TenantID: "oceanway", WorkspaceID: "ops"}, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -205,11 +205,11 @@ func runMailboxDemo(ctx context.Context, server string) error {
 	if _, err := admin.Exec(ctx, `SET ROLE outbox_dispatcher`); err != nil {
 		return err
 	}
-	cs, err := pgcall.ClaimDeliveries(ctx, admin, pgcall.ClaimParams{Worker: "demo", Destinations: []string{mailbox.Destination}, BatchSize: 100, Lease: time.Minute})
+	cs, err := pgcall.ClaimDeliveries(ctx, admin, pgcall.ClaimParams{Worker: "demo", Destinations: []string{reference.MailboxDestination}, BatchSize: 100, Lease: time.Minute})
 	if err != nil {
 		return err
 	}
-	fmt.Printf("  %s: claimable now (per_aggregate, one per key):", mailbox.Destination)
+	fmt.Printf("  %s: claimable now (per_aggregate, one per key):", reference.MailboxDestination)
 	for _, c := range cs {
 		var env struct {
 			AggregateID       string `json:"aggregateId"`

@@ -30,11 +30,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/oceanway/pgoutbox/consumer/reference"
 	"github.com/oceanway/pgoutbox/internal/migrate"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/scenario"
-	"github.com/oceanway/pgoutbox/internal/release"
+	"github.com/oceanway/pgoutbox/reference"
 )
 
 func main() {
@@ -163,7 +162,7 @@ func (d *demo) connectAs(ctx context.Context, role string) (*pgx.Conn, error) {
 }
 
 func (d *demo) activateReference(ctx context.Context) (pgcall.Quartet, error) {
-	doc, err := release.LoadReference()
+	doc, err := reference.LoadRelease()
 	if err != nil {
 		return pgcall.Quartet{}, err
 	}
@@ -172,7 +171,7 @@ func (d *demo) activateReference(ctx context.Context) (pgcall.Quartet, error) {
 		return pgcall.Quartet{}, err
 	}
 	defer conn.Close(ctx)
-	q, err := pgcall.RegisterDeliverySet(ctx, conn, doc, release.ReferenceSourceRelease)
+	q, err := pgcall.RegisterDeliverySet(ctx, conn, doc, reference.SourceRelease)
 	if err != nil {
 		return q, err
 	}

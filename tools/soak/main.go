@@ -21,9 +21,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/oceanway/pgoutbox/consumer/reference"
 	"github.com/oceanway/pgoutbox/internal/migrate"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/soak"
+	"github.com/oceanway/pgoutbox/reference"
 )
 
 func main() {

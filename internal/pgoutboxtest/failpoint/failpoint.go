@@ -1,23 +1,14 @@
 // Package failpoint holds the test-only failpoints of the dispatcher and of outboxctl: named
 // places in the delivery loop, or between the steps of the projection cutover protocol, where a
-// test can make the real process die by SIGKILL or stop itself (SPEC T-3, T-10, R-AK-8, seed
-// 002's overlap). They are never on by default: Inject is a no-op (one atomic load) unless
-// Configure armed them, and Configure refuses to arm anything outside test mode (R-DP-6 spirit).
+// test can make the real process die by SIGKILL or stop itself (SPEC T-2, T-3, T-10, R-AK-8).
+// They are never on by default: Inject is a no-op (one atomic load) unless Configure armed them,
+// and Configure refuses to arm anything outside test mode (R-DP-6 spirit).
 //
-// Arming: the process is started with
+// Arming: PGOUTBOX_TEST_MODE=1 and PGOUTBOX_FAILPOINTS="after_claim=kill,after_ack=kill@3"
+// (NAME=ACTION[@N], actions kill and pause). PGOUTBOX_FAILPOINTS without test mode makes
+// Configure return an error and the process refuse to start.
 //
-//	PGOUTBOX_TEST_MODE=1
-//	PGOUTBOX_FAILPOINTS="after_claim=kill,after_ack=kill@3"
-//
-// Each entry is NAME=ACTION[@N]: the action fires on the N-th hit of NAME (default 1) and on no
-// other hit. Actions:
-//   - kill:  write "failpoint NAME hit" to stderr, then SIGKILL the own process (no deferred
-//     cleanup, no drain: exactly what kill -9 does).
-//   - pause: write "failpoint NAME hit" to stderr, then SIGSTOP the own process; it resumes when
-//     someone sends SIGCONT (a frozen process whose leases expire meanwhile).
-//
-// PGOUTBOX_FAILPOINTS set without PGOUTBOX_TEST_MODE=1, or in production mode, makes Configure
-// return an error and the process refuse to start.
+// The syntax and the actions in detail: docs/dispatcher.md#package-failpoint-test-only.
 package failpoint
 
 import (

@@ -86,7 +86,7 @@ func (p Producer) Runs(ctx context.Context, from, to int) error {
 		run := fmt.Sprintf("run-%s-%d", p.Prefix, r)
 		created := p.event(r, "run.created@2.0", "2.0", run, 1, fmt.Sprintf(`{"runId":%q,"model":"m-large","maxCost":"25.00"}`, run))
 		wallet := p.event(r, "wallet.reserved@2.0", "2.0", "wallet-"+run, 1, fmt.Sprintf(`{"runId":%q,"reservationId":"res-%s-%d","amount":"25.00","currency":"EUR"}`, run, p.Prefix, r))
-		// The run event causes the reservation (seed 002: wallet v2 causationId is the run
+		// The run event causes the reservation (R-AP-7, R-OP-1: wallet v2 causationId is the run
 		// event's id); the projector links them only on that causation and the same tenant.
 		created.EventID = newUUID()
 		wallet.CausationID = created.EventID

@@ -24,14 +24,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oceanway/pgoutbox/consumer"
-	"github.com/oceanway/pgoutbox/consumer/reference"
 	"github.com/oceanway/pgoutbox/internal/config"
 	"github.com/oceanway/pgoutbox/internal/dispatcher"
 	"github.com/oceanway/pgoutbox/internal/metrics"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/scenario"
-	"github.com/oceanway/pgoutbox/internal/release"
 	"github.com/oceanway/pgoutbox/internal/transport"
+	"github.com/oceanway/pgoutbox/reference"
 )
 
 // Transports the soak can run the dispatcher with.
@@ -204,11 +203,11 @@ func (r *run) prepare(ctx context.Context) error {
 	_, err = pgcall.ActiveDeliverySet(ctx, disp)
 	disp.Close(ctx)
 	if errors.Is(err, pgcall.ErrNoActiveDeliverySet) {
-		doc, err := release.LoadReference()
+		doc, err := reference.LoadRelease()
 		if err != nil {
 			return err
 		}
-		q, err := pgcall.RegisterDeliverySet(ctx, reg, doc, release.ReferenceSourceRelease)
+		q, err := pgcall.RegisterDeliverySet(ctx, reg, doc, reference.SourceRelease)
 		if err != nil {
 			return fmt.Errorf("register the reference release: %w", err)
 		}

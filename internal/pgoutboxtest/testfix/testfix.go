@@ -13,13 +13,13 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/release"
+	"github.com/oceanway/pgoutbox/reference"
 )
 
 // ReferenceRelease returns the OceanWay first release (SPEC §3.4) with its digest computed.
 func ReferenceRelease(t testing.TB) json.RawMessage {
 	t.Helper()
-	doc, err := release.LoadReference()
+	doc, err := reference.LoadRelease()
 	if err != nil {
 		t.Fatalf("load reference release: %v", err)
 	}

@@ -1,36 +1,16 @@
 // Command riverbench measures River (riverqueue/river) on the same cluster as pgoutbox, for the
-// side-by-side obligations P-1 and P-2 of SPEC §12a. It lives in a Go module of its own
+// side-by-side obligations P-1, P-2, P-3 and P-6 of SPEC §12a. It lives in a Go module of its own
 // (bench/river) so that the product's go.mod never depends on River.
 //
-// It mirrors River's own benchmark (cmd/river/riverbench in the River repository): a client
-// with a no-op worker, FetchCooldown 2 ms, FetchPollInterval 20 ms, 2,000 workers on the
-// default queue, a pgxpool with pgx's default size (as the River CLI opens it), completions
-// counted on the client's subscribe channel, and the rate taken from client.Start to the last
-// job worked. Each job carries a ~400-byte args payload (the size SPEC P-1 compares at).
+// It mirrors River's own benchmark (a no-op worker, the River CLI's client settings) and adds
+// a P-3 anchor: the same HTTP-call-and-one-row work as pgoutbox's P-3.
 //
-//	riverbench -server URL -mode backlog    -n 5000   # P-1: pre-insert n jobs, then work them
-//	riverbench -server URL -mode concurrent -n 5000   # P-2: producers insert in transactions of
-//	                                                  #      100 while the client works them
-//	riverbench -server URL -mode insertmany -n 5000   # P-6: InsertManyTx of n jobs in transactions
-//	                                                  #      of -tx over -producers connections, no work
-//	riverbench -server URL -mode p3  -n 5000          # P-3 anchor: a pre-inserted backlog worked by
-//	                                                  #      an HTTP worker (below)
-//	riverbench -server URL -mode p3c -n 5000          # P-3 anchor with producers inserting meanwhile
+//	riverbench -server URL -mode backlog|concurrent|insertmany|p3|p3c -n 5000
 //
-// P-3 anchor (SPEC §12a P-3, issue 21 item 3): the same work as pgoutbox's P-3 - an HTTP call to
-// a consumer that writes one row in its own database. The worker POSTs the job's args (and its
-// id) over loopback HTTP with keep-alive to a consumer server in this process; the consumer
-// inserts one row (job id, args as jsonb) into a table of its own database
-// (<db>_consumer, ON CONFLICT DO NOTHING: a retried job is harmless) through a pool of
-// -consumer-conns connections and answers 200; any other answer fails the job. MaxWorkers is
-// -p3-workers (the dispatcher's concurrency on the pgoutbox side), not the 2,000 of the no-op
-// benchmark: 2,000 concurrent HTTP requests would measure connection churn.
+// Every run drops and recreates its own database (default pgoutbox_bench_river) and prints one
+// machine-readable RESULT line on stdout.
 //
-// Every run drops and recreates its own database (default pgoutbox_bench_river) on the cluster
-// of -server (a superuser URL of the maintenance database) and migrates it with rivermigrate.
-// The result is one machine-readable line on stdout:
-//
-//	RESULT river backlog jobs_per_sec=… jobs=… elapsed_s=… payload_bytes=… river_version=… …
+// Modes, settings and the P-3 anchor in detail: docs/benchmarks.md#riverbench-benchriver.
 package main
 
 import (

@@ -1,10 +1,21 @@
-// Package reference holds the four reference consumers of SPEC R-CO-6, one per destination of
-// the reference release (§3.4), built on the consumer kit. They are examples, not the OceanWay
-// domain: operations_projector writes a small operation timeline; the other three record what
-// they received. Each keeps its domain tables in its own schema of the consumer's database
-// (the inbox schema sits next to it, migrated by the kernel's migrations).
+// Package reference is the OceanWay reference domain, kept out of the kernel (sql/, the
+// dispatcher, the consumer kit, the mailbox pump): everything here is an example built on the
+// public pieces, and a kernel installed without it carries no delivery set, no observation
+// schema and no business handler. It holds
 //
-// Deployment: each consumer uses its own database (or at least its own schema) and a login
+//   - the reference release documents (releases/, Releases, LoadRelease, LoadObservations):
+//     the OceanWay first release (SPEC §3.4) and its observation part (§11a);
+//   - the four reference consumers of SPEC R-CO-6, one per destination of the reference
+//     release, built on the consumer kit (All, Lookup, Spec): operations_projector writes a
+//     small operation timeline (operations.go, operations.sql); the other three record what
+//     they received (recorder.sql). Each keeps its domain tables in its own schema of the
+//     consumer's database (the inbox schema sits next to it, migrated by the kernel's
+//     migrations);
+//   - the reference observation projector (ObservationProjector, observations.sql);
+//   - the reference mailbox handler (MailboxHandler, mailbox.go), a mailbox.Handler that
+//     cmd/mailboxpump and the demo run by default, with its destination and release extension.
+//
+// Deployment of the consumers: each consumer uses its own database (or at least its own schema) and a login
 // role that is a member of outbox_consumer (EXECUTE on the inbox functions) and holds USAGE on
 // its schema and SELECT, INSERT, UPDATE on its tables (Install grants them).
 package reference

@@ -19,8 +19,8 @@ import (
 //go:embed observations.sql
 var observationsDDL string
 
-// The reference observation projector of the reference release (sql/releases/
-// oceanway-observations.v1.json, SPEC R-OB-4).
+// The reference observation projector of the reference release (ObservationsPath,
+// reference/releases/oceanway-observations.v1.json, SPEC R-OB-4).
 const (
 	ObservationProjectorConsumer = "observation_projector"
 	ObservationProjection        = "observation_log"
