@@ -1,41 +1,17 @@
 -- outbox._ack_problem(p_delivery outbox.outbox_deliveries, p_event outbox.outbox_events,
 --                     p_kind outbox.receipt_kinds, p_ack json, p_receipt json, p_candidate text) RETURNS text
--- (private, SPEC R-AK-1, R-AK-1a, R-AK-2, R-AK-9, D-2)
--- THE ack rule: ack_deliveries applies it to every item of a batch (ack_delivery is a batch of
---   one), so the one-row and the batch path can never disagree. Returns NULL when the ack is
---   acceptable, else the OB002 DETAIL naming the field. Never raises, changes nothing.
--- Purpose: accept an ActiveConsumerAck@1 and the receipt body it summarizes only when both match
---   the FROZEN delivery (consumer, expected receipt type and schema version, projection target),
---   the destination's receipt kind (p_kind, joined by the caller) and the event (id, digest
---   algorithm, sha); returns the problem (or NULL). Cost: every check is a PL/pgSQL expression
---   on jsonb (no query) except one query for duplicate keys (json vs jsonb key counts of the
---   three documents) and one for the closed member set; the detailed queries that name a
---   failing key run only on failure. Checks, in this order:
---   ack: a JSON object without duplicate keys and with exactly the keys destination,
---     consumerName, eventId, eventEnvelopeDigestAlgorithmVersion, eventEnvelopeSha256,
---     appliedReceipt; each equal to the delivery/event.
---   appliedReceipt: an object whose kind is the destination's receipt kind, whose kind's receipt
---     type is the frozen expected type, with exactly {kind, <P>Ref, <P>SchemaVersion,
---     <P>DigestAlgorithmVersion, <P>Digest} (P = the kind's field prefix): Ref a non-empty string
---     of at most 500 characters, SchemaVersion = the frozen expected schema version,
---     DigestAlgorithmVersion = jcs-sha256-v1, Digest 64 lower-case hex.
---   receipt: an object without duplicate keys carrying the same quartet values, the same
---     destination/consumerName/eventId/eventEnvelope* as the ack, its kind's time field
---     (UTC RFC 3339 with 6 fractional digits and Z); operations_projection receipts carry
---     projectionName, projectionVersion, eventType, eventSchemaVersion; when the delivery has a
---     projection target the receipt's projectionName/projectionVersion must equal the FROZEN
---     target (the receipt's own claim is never trusted); eventType/eventSchemaVersion, when
---     present, equal the event's; broker_publication receipts carry stream (string), sequence
---     (integer) and duplicate (boolean). Receipts are CLOSED (R-AK-1a): any member that is not
---     common or registered for the kind in outbox.receipt_kind_members is refused, and each
---     registered member has its JSON type (integers |n| <= 2^53-1).
---   digest (D-2): with p_candidate (the canonical text of the receipt minus <P>Ref, <P>Digest
---     and the time field, computed by the caller's Go canonicalizer) the hot path checks that
---     the text is canonical (outbox._jcs_text_problem, cheap checks), parses to exactly that
---     part of the receipt (jsonb equality) and hashes to the quartet's digest. Without it, or
---     when the candidate is not exactly that, the database canonicalizes the candidate itself
---     (slow path), so the hot path accepts exactly what the slow path accepts.
--- Caller: outbox.ack_deliveries; granted to nobody.
+-- (private, SPEC R-AK-1, R-AK-1a, R-AK-2, R-AK-9, D-2; the checks in order: docs/contract.md
+--   "The ack rule")
+-- Purpose: THE ack rule - NULL when an ActiveConsumerAck@1 and the receipt body it summarizes
+--   match the FROZEN delivery (consumer, expected receipt type and schema version, projection
+--   target - never the receipt's own claim), the destination's receipt kind p_kind and the event
+--   (id, digest algorithm, sha), else the OB002 DETAIL naming the field. The receipt document
+--   itself is judged by the closed-receipt rule shared with inbox.record_receipt
+--   (outbox._receipt_problem); its digest on the hot path from p_candidate (D-2), else by the
+--   database's canonicalizer - the hot path accepts exactly what the slow path accepts.
+-- Never raises, changes nothing. ack_deliveries applies it to every item its batch predicate
+--   rejects (ack_delivery is a batch of one), so the one-row and the batch path never disagree.
+-- Caller: outbox._ack_item_problem (for outbox.ack_deliveries); granted to nobody.
 CREATE FUNCTION outbox._ack_problem(p_delivery outbox.outbox_deliveries, p_event outbox.outbox_events,
                                     p_kind outbox.receipt_kinds, p_ack json, p_receipt json, p_candidate text)
 RETURNS text
@@ -187,10 +163,6 @@ BEGIN
                                                          v_key, v_rc->v_key, v_key, v_ar->v_key));
         END IF;
     END LOOP;
-    IF p_receipt->>v_quartet[2] !~ '^[0-9]+$' THEN
-        RETURN (pg_catalog.format('receipt.%s %s must be an integer written without fraction or exponent',
-                                  v_quartet[2], p_receipt->>v_quartet[2]));
-    END IF;
     FOREACH v_key IN ARRAY c_body_keys LOOP
         IF NOT v_rc ? v_key THEN
             RETURN (pg_catalog.format('receipt: missing field %s', v_key));
@@ -227,42 +199,10 @@ BEGIN
         RETURN (pg_catalog.format('receipt.eventSchemaVersion %s is not the event''s schema version %s',
                                                      v_rc->'eventSchemaVersion', p_event.schema_version));
     END IF;
-    IF v_kind.receipt_kind = 'broker_publication' THEN
-        IF pg_catalog.jsonb_typeof(v_rc->'stream') IS DISTINCT FROM 'string' THEN
-            RETURN ('receipt.stream must be a string (broker_publication)');
-        END IF;
-        IF pg_catalog.jsonb_typeof(v_rc->'sequence') IS DISTINCT FROM 'number' OR p_receipt->>'sequence' !~ '^[0-9]+$' THEN
-            RETURN ('receipt.sequence must be a non-negative integer (broker_publication)');
-        END IF;
-        IF pg_catalog.jsonb_typeof(v_rc->'duplicate') IS DISTINCT FROM 'boolean' THEN
-            RETURN ('receipt.duplicate must be a boolean (broker_publication)');
-        END IF;
-    END IF;
-
-    -- closed receipt (R-AK-1a): every member is common or registered for the kind, with its
-    -- type (integers |n| <= 2^53-1) - one query
-    SELECT p.msg INTO v_key
-      FROM (SELECT 1 AS o, k AS n,
-                   pg_catalog.format('receipt: unknown member %s (receipts are closed: %s allows only its registered members)',
-                                     k, v_kind.receipt_kind) AS msg
-              FROM pg_catalog.jsonb_object_keys(v_rc - v_quartet - c_body_keys - v_kind.time_field) AS k
-             WHERE NOT EXISTS (SELECT 1 FROM outbox.receipt_kind_members AS m
-                                WHERE m.receipt_kind = v_kind.receipt_kind AND m.member = k)
-            UNION ALL
-            SELECT 2, m.member,
-                   pg_catalog.format('receipt: %s', CASE
-                       WHEN NOT v_rc ? m.member THEN pg_catalog.format('missing field %s (required for %s)', m.member, m.receipt_kind)
-                       ELSE pg_catalog.format('%s must be a JSON %s', m.member, m.json_type) END)
-              FROM outbox.receipt_kind_members AS m
-             WHERE m.receipt_kind = v_kind.receipt_kind
-               AND CASE WHEN NOT v_rc ? m.member THEN m.required
-                        WHEN m.json_type = 'integer' THEN pg_catalog.jsonb_typeof(v_rc->m.member) IS DISTINCT FROM 'number'
-                                                          OR p_receipt->>m.member !~ '^-?(0|[1-9][0-9]{0,15})$'
-                                                          OR pg_catalog.abs((p_receipt->>m.member)::numeric) > 9007199254740991
-                        ELSE pg_catalog.jsonb_typeof(v_rc->m.member) IS DISTINCT FROM m.json_type END) AS p
-     ORDER BY p.o, p.n LIMIT 1;
-    IF FOUND THEN
-        RETURN v_key;
+    -- the closed-receipt rule (R-AK-1a), the same for the producer and the inbox
+    v_key := outbox._receipt_problem(v_kind, p_receipt, v_rc);
+    IF v_key IS NOT NULL THEN
+        RETURN 'receipt: ' || v_key;
     END IF;
 
     -- receipt digest (D-2): jcs-sha256-v1 of the body minus <P>Ref, <P>Digest and the time field.

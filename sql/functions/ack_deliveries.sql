@@ -1,47 +1,16 @@
 -- outbox.ack_deliveries(p_items json)
 -- RETURNS TABLE(destination text, event_id uuid, attempt_id uuid, outcome text, sqlstate text, detail text)
--- (public, SPEC R-AK-1..4, R-AK-9, D-2, §12a HP-1..HP-4, §13)
--- Purpose: record many ActiveConsumerAck@1 outcomes in one call and one transaction. p_items is a
---   JSON array (at most 1000) of {destination, eventId, attemptId, leaseToken, ack, receipt,
---   receiptDigestCandidate?}; receiptDigestCandidate is the canonical text of the receipt minus
---   <prefix>Ref, <prefix>Digest and its time field (D-2 receipt hot path). One row comes back
---   per item, in input order: outcome 'complete' (the event is published, now or before),
---   'not_complete' (acknowledged; another mandatory delivery of the event is open) or
---   'rejected' with sqlstate and detail: 22023 (item shape), OB001 (fencing; also a delivery
---   named twice in one batch: the second is refused), OB002 (the ack rule, outbox._ack_problem).
---   A rejected item changes nothing and never stops the others.
--- Set-based (HP-1, HP-2): a batch in the layout internal/pgcall sends (exactly destination,
---   eventId, attemptId, leaseToken, ack, receipt, receiptDigestCandidate?, compact) is parsed
---   once by json_to_recordset - the array's text rebuilt from the parsed columns must equal the
---   text received, and the ids must be canonical UUIDs (one array cast) - else the generic
---   parser outbox._batch_items reads it and names each item's 22023 problem. One statement
---   locks the named deliveries (FOR UPDATE, in destination/event order); ONE statement judges
---   every item with one predicate joined on the full delivery key: fencing, the frozen member,
---   the event, and the receipt as a flat closed document whose canonical text is rebuilt from
---   what the kernel knows (a format() template per receipt kind, members in RFC 8785 order
---   COLLATE "C", the kind's registered members through the inlined
---   outbox._receipt_member_piece; PostgreSQL's JSON string escaping is RFC 8785's) and compared
---   byte for byte with the text the consumer sent; its digest is the built-in sha256() of the
---   rebuilt candidate; the ack is compared with the canonical ActiveConsumerAck@1 text built
---   from the delivery, the event and that receipt. The full rule (outbox._ack_item_problem:
---   duplicate in batch, outbox._fence_problem, outbox._ack_problem) runs only for the items this
---   cheap predicate rejects - to produce the SQLSTATE and detail, or to accept a correct ack that
---   is not in canonical form (a sound predicate: it accepts nothing the rule refuses). Then one
---   statement sets the accepted deliveries acknowledged (by ctid of the locked rows) and
---   inserts their success finishes, and outbox._publish_events publishes the batch's complete
---   events in one statement (once per event even when several of its deliveries are here).
--- Plans (HP-3): every statement joins the kernel's tables on their full key, and the function
---   runs with seq scans, hash and merge joins disabled, so any plan - a custom one or the generic
---   plan PL/pgSQL caches after five calls, even one made while a table was empty or unanalyzed -
---   is index lookups in nested loops, O(batch) whatever the backlog; plan_cache_mode =
---   force_generic_plan keeps them cached from the first call (PostgreSQL would otherwise go on
---   re-planning the judge while custom plans look cheaper, at several ms a call: 4x the ack's
---   self time in the dispatcher's small outcome groups, P-3).
--- Time: now = clock_timestamp() captured once per call (live-lease test, finish time,
---   delivered_at); the publication takes its own clock at the publishing statement (R-AK-4).
--- SQLSTATEs (whole call): 22023 when p_items is not a JSON array or has more than 1000 items;
---   OB201 when it is not readable (\u0000); OB002 when publication finds an acknowledged
---   delivery inconsistent with its event (tampering). Item-level codes come back as rows.
+-- (public, SPEC R-AK-1..4, R-AK-9, D-2, §12a HP-1..HP-4, §13; how it works: docs/contract.md "Batch outcomes")
+-- Purpose: many ActiveConsumerAck@1 outcomes in one call and one transaction. p_items: a JSON array
+--   (at most 1000) of {destination, eventId, attemptId, leaseToken, ack, receipt,
+--   receiptDigestCandidate?}, parsed once by outbox._outcome_items. One row per item, in input
+--   order: complete | not_complete | rejected with sqlstate and detail: 22023 (item shape), OB001
+--   (fencing; a delivery named twice), OB002 (the ack rule, outbox._ack_problem). A rejected item
+--   changes nothing. ONE statement judges every item by a cheap predicate; the full rule
+--   (outbox._ack_item_problem) runs only for the items it rejects (HP-1). Plans: index lookups only
+--   (HP-3). Time: clock_timestamp() once per call; publication (outbox._publish_events) its own.
+-- SQLSTATEs (whole call): 22023 not a JSON array or more than 1000 items; OB201 unreadable
+--   (\u0000); OB002 publication finds an acknowledged delivery inconsistent with its event.
 -- Caller: outbox_dispatcher (also through outbox.ack_delivery, a batch of one).
 CREATE FUNCTION outbox.ack_deliveries(p_items json)
 RETURNS TABLE (destination text, event_id uuid, attempt_id uuid, outcome text, sqlstate text, detail text)
@@ -69,86 +38,17 @@ DECLARE
     v_state     text[];
     v_detail    text[];
     v_ctid      tid[];
-    v_fast      boolean;
     v_dup       boolean;
-    v_n         bigint;
-    v_text_event   text[];
-    v_text_attempt text[];
-    v_text_token   text[];
     v_events    uuid[];
     v_acked_dest  text[];
     v_acked_event uuid[];
     v_published uuid[];
 BEGIN
-    -- 1. parse once (HP-2). Fast form: one json_to_recordset over the array gives typed fence
-    --    fields and the ack and receipt as the text the caller sent; the batch is in that form
-    --    when the array's text equals the items rebuilt from those columns (the layout of
-    --    internal/pgcall: exactly these members in this order, no whitespace) and every id is a
-    --    UUID - then no item has a shape problem. Any other batch (other member order, unknown
-    --    members, not objects, unreadable text) goes through the one parser of outcome batches,
-    --    outbox._batch_items, which names each item's 22023 problem.
-    IF p_items IS NULL OR pg_catalog.json_typeof(p_items) <> 'array' THEN
-        v_fast := false;
-    ELSE
-        BEGIN
-            -- (one sort, in the subquery: the aggregates read its rows in input order)
-            SELECT pg_catalog.count(*),
-                   pg_catalog.btrim(p_items::text, E' \n\r\t') =
-                       '[' || pg_catalog.string_agg(pg_catalog.format(
-                                  '{"destination":%s,"eventId":%s,"attemptId":%s,"leaseToken":%s,"ack":%s,"receipt":%s%s}',
-                                  pg_catalog.to_json(x.destination), pg_catalog.to_json(x.event_id), pg_catalog.to_json(x.attempt_id),
-                                  pg_catalog.to_json(x.lease_token), x.ack, x.receipt,
-                                  ',"receiptDigestCandidate":' || x.cand::text), ',') || ']'
-                   AND pg_catalog.bool_and(x.cand IS NULL OR pg_catalog.json_typeof(x.cand) = 'string'),
-                   pg_catalog.array_agg(x.ord::integer), pg_catalog.array_agg(x.destination),
-                   pg_catalog.array_agg(x.event_id), pg_catalog.array_agg(x.attempt_id),
-                   pg_catalog.array_agg(x.lease_token),
-                   pg_catalog.array_agg(x.ack), pg_catalog.array_agg(x.receipt),
-                   pg_catalog.array_agg(CASE WHEN pg_catalog.json_typeof(x.receipt) = 'object' THEN x.receipt::jsonb END),
-                   pg_catalog.array_agg(x.cand::jsonb #>> '{}')
-              INTO v_n, v_fast, v_ord, v_dest, v_text_event, v_text_attempt, v_text_token, v_ack, v_receipt, v_rcb, v_cand
-              FROM (SELECT r.*
-                      FROM ROWS FROM (pg_catalog.json_to_recordset(p_items)
-                                      AS (destination text, "eventId" text, "attemptId" text, "leaseToken" text,
-                                          ack json, receipt json, "receiptDigestCandidate" json))
-                           WITH ORDINALITY AS r(destination, event_id, attempt_id, lease_token, ack, receipt, cand, ord)
-                     ORDER BY r.ord) AS x;
-            -- every id a UUID in its canonical form (uuid_in raises on anything else; an id in
-            -- another accepted spelling - upper case, no hyphens - goes to the generic parser)
-            v_event := v_text_event::uuid[];
-            v_attempt := v_text_attempt::uuid[];
-            v_token := v_text_token::uuid[];
-            v_fast := v_fast AND v_event::text[] = v_text_event AND v_attempt::text[] = v_text_attempt
-                      AND v_token::text[] = v_text_token;
-        EXCEPTION WHEN OTHERS THEN
-            v_fast := false; -- not in the fast form: the generic parser decides (and raises what it must)
-        END;
-        v_fast := coalesce(v_fast, false) AND v_n <= 1000;
-    END IF;
-    IF v_fast THEN
-        v_state := pg_catalog.array_fill(NULL::text, ARRAY[v_n::integer]);
-        v_detail := v_state;
-    ELSE
-        SELECT pg_catalog.array_agg(b.ord ORDER BY b.ord), pg_catalog.array_agg(b.destination ORDER BY b.ord),
-               pg_catalog.array_agg(b.event_id ORDER BY b.ord), pg_catalog.array_agg(b.attempt_id ORDER BY b.ord),
-               pg_catalog.array_agg(b.lease_token ORDER BY b.ord),
-               pg_catalog.array_agg(b.item->'ack' ORDER BY b.ord), pg_catalog.array_agg(b.item->'receipt' ORDER BY b.ord),
-               pg_catalog.array_agg(CASE WHEN pg_catalog.jsonb_typeof(b.item_jsonb->'receipt') = 'object'
-                                         THEN b.item_jsonb->'receipt' END ORDER BY b.ord),
-               pg_catalog.array_agg(CASE WHEN pg_catalog.jsonb_typeof(b.item_jsonb->'receiptDigestCandidate') = 'string'
-                                         THEN b.item_jsonb->>'receiptDigestCandidate' END ORDER BY b.ord),
-               pg_catalog.array_agg(CASE WHEN b.shape_problem IS NOT NULL THEN '22023'
-                                         WHEN pg_catalog.jsonb_typeof(b.item_jsonb->'receiptDigestCandidate') NOT IN ('string', 'null')
-                                         THEN '22023' END ORDER BY b.ord),
-               pg_catalog.array_agg(coalesce(b.shape_problem,
-                                             CASE WHEN pg_catalog.jsonb_typeof(b.item_jsonb->'receiptDigestCandidate') NOT IN ('string', 'null')
-                                                  THEN pg_catalog.format('item %s: receiptDigestCandidate must be a string', b.ord) END)
-                                    ORDER BY b.ord)
-          INTO v_ord, v_dest, v_event, v_attempt, v_token, v_ack, v_receipt, v_rcb, v_cand, v_state, v_detail
-          FROM outbox._batch_items(p_items, 'ack_deliveries',
-                                   ARRAY['destination', 'eventId', 'attemptId', 'leaseToken', 'ack', 'receipt', 'receiptDigestCandidate'],
-                                   ARRAY[]::text[]) AS b;
-    END IF;
+    -- 1. parse once (HP-2): the one parser of outcome batches
+    SELECT p.ord, p.destination, p.event_id, p.attempt_id, p.lease_token, p.ack, p.receipt, p.receipt_jsonb,
+           p.receipt_digest_candidate, p.sqlstate, p.detail
+      INTO v_ord, v_dest, v_event, v_attempt, v_token, v_ack, v_receipt, v_rcb, v_cand, v_state, v_detail
+      FROM outbox._outcome_items(p_items, 'ack_deliveries') AS p;
     IF v_ord IS NULL THEN
         RETURN;
     END IF;
@@ -179,6 +79,7 @@ BEGIN
                CASE WHEN mm.n <= 8 THEN t.rc_tmpl END AS rc_tmpl,
                CASE WHEN mm.n <= 8 THEN t.cand_tmpl END AS cand_tmpl,
                coalesce(mm.mem, '{}'::text[]) AS mem, coalesce(mm.typ, '{}'::text[]) AS typ,
+               coalesce(mm.mins, '{}'::bigint[]) AS mins,
                coalesce(mm.required, '{}'::text[]) AS required
           FROM outbox.delivery_destinations AS dd
           JOIN outbox.receipt_kinds AS rk ON rk.receipt_kind = dd.receipt_kind
@@ -186,6 +87,7 @@ BEGIN
                 SELECT pg_catalog.count(*) AS n,
                        pg_catalog.array_agg(m.member ORDER BY m.member COLLATE "C") AS mem,
                        pg_catalog.array_agg(m.json_type ORDER BY m.member COLLATE "C") AS typ,
+                       pg_catalog.array_agg(m.minimum ORDER BY m.member COLLATE "C") AS mins,
                        pg_catalog.array_agg(m.member) FILTER (WHERE m.required) AS required
                   FROM outbox.receipt_kind_members AS m WHERE m.receipt_kind = rk.receipt_kind
               ) AS mm
@@ -274,14 +176,14 @@ BEGIN
                              pg_catalog.to_json(d.consumer_name)::text, pg_catalog.to_json(d.destination)::text,
                              pg_catalog.to_json(e.event_envelope_sha256)::text, pg_catalog.to_json(d.event_id::text)::text,
                              d.expected_receipt_schema_version::text,
-                             outbox._receipt_member_piece(u.rcb, k.mem[1], k.typ[1], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.receipt_kind),
-                             outbox._receipt_member_piece(u.rcb, k.mem[2], k.typ[2], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.receipt_kind),
-                             outbox._receipt_member_piece(u.rcb, k.mem[3], k.typ[3], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.receipt_kind),
-                             outbox._receipt_member_piece(u.rcb, k.mem[4], k.typ[4], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.receipt_kind),
-                             outbox._receipt_member_piece(u.rcb, k.mem[5], k.typ[5], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.receipt_kind),
-                             outbox._receipt_member_piece(u.rcb, k.mem[6], k.typ[6], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.receipt_kind),
-                             outbox._receipt_member_piece(u.rcb, k.mem[7], k.typ[7], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.receipt_kind),
-                             outbox._receipt_member_piece(u.rcb, k.mem[8], k.typ[8], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.receipt_kind)
+                             outbox._receipt_member_piece(u.rcb, k.mem[1], k.typ[1], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.mins[1]),
+                             outbox._receipt_member_piece(u.rcb, k.mem[2], k.typ[2], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.mins[2]),
+                             outbox._receipt_member_piece(u.rcb, k.mem[3], k.typ[3], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.mins[3]),
+                             outbox._receipt_member_piece(u.rcb, k.mem[4], k.typ[4], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.mins[4]),
+                             outbox._receipt_member_piece(u.rcb, k.mem[5], k.typ[5], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.mins[5]),
+                             outbox._receipt_member_piece(u.rcb, k.mem[6], k.typ[6], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.mins[6]),
+                             outbox._receipt_member_piece(u.rcb, k.mem[7], k.typ[7], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.mins[7]),
+                             outbox._receipt_member_piece(u.rcb, k.mem[8], k.typ[8], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.mins[8])
                             ] AS args
                 OFFSET 0
               ) AS r

@@ -1,16 +1,15 @@
 -- outbox.quarantine_deliveries(p_items json)
 -- RETURNS TABLE(destination text, event_id uuid, attempt_id uuid, outcome text, sqlstate text, detail text)
--- (public, SPEC R-AK-6, R-AK-7, R-AK-9, §13)
--- Purpose: record many non-retryable outcomes in one call and one transaction. p_items is a JSON
---   array (at most 1000) of {destination, eventId, attemptId, leaseToken, reason, errorCode,
---   errorRef?}: reason a non-retryable code of outbox.error_codes, errorCode any code there,
---   errorRef (optional, sanitized) the consumer's reference kept on the finish. One row per item
---   in input order: outcome 'quarantined' (non_retryable finish, terminal state, quarantine row
---   with the event digest - a state, never a deletion) or 'rejected' with sqlstate and detail:
---   22023 (shape, reason, code), OB001 (fencing, or the delivery named twice in the batch).
--- Set-based: lock (FOR UPDATE, destination/event order), judge, outbox._quarantine_write.
--- Time: now = clock_timestamp() captured once per call.
--- SQLSTATEs (whole call): 22023 when p_items is not a JSON array or has more than 1000 items.
+-- (public, SPEC R-AK-6, R-AK-7, R-AK-9, §13; how it works: docs/contract.md "Batch outcomes")
+-- Purpose: many non-retryable outcomes in one call and one transaction. p_items: a JSON array (at
+--   most 1000) of {destination, eventId, attemptId, leaseToken, reason, errorCode, errorRef?},
+--   parsed once by outbox._outcome_items: reason a non-retryable code of outbox.error_codes,
+--   errorCode any code there, errorRef (sanitized) kept on the finish. One row per item in input
+--   order: quarantined (non_retryable finish, terminal state, quarantine row with the event
+--   digest) or rejected with sqlstate and detail: 22023 (shape, reason, code), OB001 (fencing; a
+--   delivery named twice). Set-based: lock, judge, outbox._quarantine_write. Time:
+--   clock_timestamp() once per call.
+-- SQLSTATEs (whole call): 22023 not a JSON array or more than 1000 items; OB201 unreadable.
 -- Caller: outbox_dispatcher (also through outbox.quarantine_delivery, a batch of one).
 CREATE FUNCTION outbox.quarantine_deliveries(p_items json)
 RETURNS TABLE (destination text, event_id uuid, attempt_id uuid, outcome text, sqlstate text, detail text)
@@ -33,31 +32,10 @@ DECLARE
     v_state   text[];
     v_detail  text[];
 BEGIN
-    SELECT pg_catalog.array_agg(b.ord ORDER BY b.ord), pg_catalog.array_agg(b.destination ORDER BY b.ord),
-           pg_catalog.array_agg(b.event_id ORDER BY b.ord), pg_catalog.array_agg(b.attempt_id ORDER BY b.ord),
-           pg_catalog.array_agg(b.lease_token ORDER BY b.ord),
-           pg_catalog.array_agg(b.item_jsonb->>'reason' ORDER BY b.ord),
-           pg_catalog.array_agg(b.item_jsonb->>'errorCode' ORDER BY b.ord),
-           pg_catalog.array_agg(outbox._dispatch_sanitize_ref(b.item_jsonb->>'errorRef') ORDER BY b.ord),
-           pg_catalog.array_agg(CASE WHEN b.shape_problem IS NOT NULL OR c.problem IS NOT NULL THEN '22023' END ORDER BY b.ord),
-           pg_catalog.array_agg(coalesce(b.shape_problem, c.problem) ORDER BY b.ord)
+    SELECT p.ord, p.destination, p.event_id, p.attempt_id, p.lease_token, p.reason, p.error_code, p.error_ref,
+           p.sqlstate, p.detail
       INTO v_ord, v_dest, v_event, v_attempt, v_token, v_reason, v_code, v_ref, v_state, v_detail
-      FROM outbox._batch_items(p_items, 'quarantine_deliveries',
-                               ARRAY['destination', 'eventId', 'attemptId', 'leaseToken', 'reason', 'errorCode', 'errorRef'],
-                               ARRAY[]::text[]) AS b
-      LEFT JOIN outbox.error_codes AS rc ON rc.code = b.item_jsonb->>'reason' AND NOT rc.retryable
-      LEFT JOIN outbox.error_codes AS ec ON ec.code = b.item_jsonb->>'errorCode'
-     CROSS JOIN LATERAL (
-            SELECT CASE
-                WHEN b.shape_problem IS NOT NULL THEN NULL
-                WHEN pg_catalog.jsonb_typeof(b.item_jsonb->'reason') <> 'string' OR rc.code IS NULL
-                    THEN pg_catalog.format('reason %s is not a non-retryable code of outbox.error_codes', b.item_jsonb->'reason')
-                WHEN pg_catalog.jsonb_typeof(b.item_jsonb->'errorCode') <> 'string' OR ec.code IS NULL
-                    THEN pg_catalog.format('error_code %s is not in outbox.error_codes', b.item_jsonb->'errorCode')
-                WHEN b.item_jsonb->'errorRef' IS NOT NULL AND pg_catalog.jsonb_typeof(b.item_jsonb->'errorRef') NOT IN ('string', 'null')
-                    THEN 'errorRef must be a string'
-            END AS problem
-          ) AS c;
+      FROM outbox._outcome_items(p_items, 'quarantine_deliveries') AS p;
     IF v_ord IS NULL THEN
         RETURN;
     END IF;

@@ -1,86 +1,18 @@
-{{- /* Rendered with (dict "build_token" true) by 031_projection_versions.sql and every later
-       migration that re-includes this file: the seven-argument signature with p_build_token.
-       The migrations released before 030 (007, 011, 012, 019) include it with their own data and
-       get the six-argument signature they drop and recreate by name; p_build_token is then a
-       NULL local. docs/migrations.md rule 4. */ -}}
+{{- /* migrations.md rule 4: (dict "build_token" true) renders the 7-argument signature (031+), else 6 */ -}}
 {{- $bt := and (kindIs "map" .) (hasKey . "build_token") -}}
 -- inbox.record_receipt(p_consumer_name text, p_projection_name text, p_projection_version integer,
 --   p_event_envelope json, p_receipt json, p_receipt_digest_candidate text DEFAULT NULL,
---   p_build_token uuid DEFAULT NULL)
---   RETURNS TABLE(outcome text, receipt_ref text, receipt_digest text)  (public, SPEC R-CO-1, §13)
--- Purpose: insert-or-compare of a consumer receipt, inside the consumer's transaction (commit it
---   with the domain mutation and the revision progress, R-CO-2).
---   * The envelope digest is the database's own, never the caller's claim (D-2): when the
---     envelope text is exactly its RFC 8785 canonical form (outbox._jcs_text_problem, the cheap
---     check shared by every hot path), its digest is sha256 of those bytes; otherwise the
---     database canonicalizes it (outbox.jcs_sha256: a pretty-printed envelope still works). Both
---     give the same digest for the same document; the receipt's eventEnvelopeSha256 must equal it.
---     The canonical-text check is what makes "sha256(bytes) = eventEnvelopeSha256" exact: without
---     it a caller could have non-canonical bytes accepted under the sha256 of those bytes, which
---     the slow path refuses and no audit could find later (the inbox does not store envelopes).
---   * The receipt document (R-AK-1a) must carry the fields of exactly one registered receipt
---     kind (outbox.receipt_kinds) and agree with the call and the envelope: <prefix>SchemaVersion
---     = the kind's version, <prefix>DigestAlgorithmVersion and eventEnvelopeDigestAlgorithmVersion
---     = 'jcs-sha256-v1', consumerName = p_consumer_name, eventId = the envelope's, a registered
---     destination must map to this consumer and kind, projectionName/projectionVersion = the
---     call's (required for operations_projection, forbidden without projection), eventType and
---     eventSchemaVersion = the envelope's (required for operations_projection), the time field
---     (appliedAt/committedAt/publishedAt) a UTC RFC 3339 time with 6 fractional digits and Z.
---   * Receipts are closed documents (R-AK-1a): besides the common members (<prefix>Ref,
---     <prefix>SchemaVersion, <prefix>DigestAlgorithmVersion, <prefix>Digest, destination,
---     consumerName, eventId, eventEnvelopeDigestAlgorithmVersion, eventEnvelopeSha256, the time
---     field) exactly the members outbox.receipt_kind_members registers for the kind, with their
---     JSON types; the required ones must be present. Any other member is OB002 naming it.
---   * <prefix>Ref: optional; when absent the deterministic inbox._inbox_default_ref is assigned.
---     <prefix>Digest: optional; when present it must equal jcs-sha256-v1 of the candidate (the
---     document minus <prefix>Ref, <prefix>Digest and the time field), when absent it is filled
---     in. The stored document is the canonical text of the complete receipt; read_receipt
---     returns it byte for byte.
--- Digest paths (D-2 "hot path for receipts"; the hot path accepts exactly what the slow path
---   accepts and refuses with the same SQLSTATE):
---   * slow path (p_receipt_digest_candidate NULL): the database canonicalizes the receipt
---     (OB201 when it cannot), computes the digest of the candidate with outbox.jcs_sha256 and
---     stores the canonical text (re-canonicalized only when it filled in the ref or digest).
---   * hot path (the consumer kit): the caller passes the receipt as its canonical text and the
---     canonical text of the candidate. The receipt text is checked with outbox._jcs_text_problem
---     (not canonical: the slow path's canonicalizer decides, OB201 or its canonical text); it is
---     then stored as is, so nothing is serialized here. The candidate is not parsed: with the
---     receipt's canonical text R at hand and the receipt a flat object of strings, integers and
---     booleans (closed, checked above), the canonical candidate is R with the members
---     "<prefix>Ref":"...", "<prefix>Digest":"..." and "<time>":"..." cut out (a raw '"' never occurs
---     inside a JSON string, so ',"name":' only matches a member), and the passed candidate must
---     be exactly that text. This accepts exactly when _jcs_text_problem(candidate) IS NULL and
---     candidate::jsonb = receipt::jsonb - <prefix>Ref - <prefix>Digest - <time> (a canonical form
---     is unique), at the cost of three replace() calls instead of a third text check; a refused
---     candidate is classified like that: OB201 when it is not canonical text, else OB002. The
---     digest is sha256 of the candidate bytes. A complete receipt is stored as R; one whose ref
---     or digest was filled in is re-canonicalized (the kit always passes complete receipts).
---   * inbox.verify_receipt_digests() re-canonicalizes stored receipts and reports mismatches.
---   * Projection version (SPEC §11b R-PV-1): a call that names a projection needs its version
---     registered (outbox.projection_versions; OB802 unregistered or retired). An active or
---     frozen version takes no build token (the versions live deliveries are frozen to: their
---     receipts are unchanged); a shadow version needs the token of its live build
---     (outbox.start_shadow_build), missing or stale -> OB001; a token for an active/frozen
---     version -> OB001, a token without a projection -> 22023. The state comes from the same
---     statement that reads the receipt's destination (one primary-key probe, no extra statement
---     on the hot path); anything but "active/frozen, no token" goes to
---     inbox._inbox_check_version, which decides and locks a shadow version FOR SHARE.
---   * Outcomes: 'new' (inserted); 'existing' (a receipt for this consumer/projection/event with
---     the same envelope digest exists: the FIRST receipt's ref and digest are returned and
---     nothing is written). The complete first document is read with inbox.read_receipt.
--- Locking: the primary key (and the (consumer_name, receipt_ref) key) serialise concurrent
---   inserts of the same receipt: INSERT .. ON CONFLICT DO NOTHING waits for the other
---   transaction, then compares against the committed row (READ COMMITTED).
--- SQLSTATEs: 42501 the calling role is not bound to consumer_name (inbox.consumer_roles, R-SEC-5);
---   OB301 same event id with a different envelope digest (receipt conflict);
---   OB002 receipt document invalid, not closed or inconsistent with the call/envelope/registry,
---   a digest candidate that is not the receipt's, or a ref that already names another receipt;
---   OB105 envelope lacks a usable eventId/eventType/eventSchemaVersion/aggregateId/
---   aggregateRevision; OB201 a document (envelope, receipt or candidate) is not canonicalizable
---   or a passed candidate is not canonical text; 22023 invalid consumer/projection key or a build
---   token without a projection; OB802 projection version not registered or retired; OB001 a
---   shadow version without its live build token, or a token for an active/frozen version.
--- Caller: outbox_consumer (the consumer's login role), SECURITY DEFINER: it has no table grants.
+--   p_build_token uuid DEFAULT NULL) RETURNS TABLE(outcome text, receipt_ref text, receipt_digest text)
+-- (public, SPEC R-CO-1, R-AK-1a, D-2, R-PV-1, §13; how it works: docs/contract.md "The inbox")
+-- Purpose: insert-or-compare of a content-addressed consumer receipt inside the consumer's
+--   transaction: 'new' (inserted) or 'existing' (the first receipt's ref and digest). The envelope
+--   digest is the database's own; the receipt must pass the closed-receipt rule shared with the
+--   producer (outbox._receipt_problem) and agree with the call, the envelope and the registry.
+-- SQLSTATEs: 42501 caller not bound to consumer_name; OB301 same event id, other envelope digest;
+--   OB002 receipt invalid, not closed or inconsistent (or a candidate not the receipt's, or a ref
+--   naming another receipt); OB105 envelope unusable; OB201 not canonicalizable; 22023 bad key;
+--   OB802 projection version unregistered/retired; OB001 missing/stale build token.
+-- Caller: outbox_consumer (its login role); SECURITY DEFINER: it has no table grants.
 CREATE FUNCTION inbox.record_receipt(p_consumer_name text, p_projection_name text, p_projection_version integer,
                                      p_event_envelope json, p_receipt json,
                                      p_receipt_digest_candidate text DEFAULT NULL{{ if $bt }},
@@ -174,56 +106,12 @@ BEGIN
     v_kind := inbox._inbox_receipt_kind(v_doc);
     v_p := v_kind.field_prefix;
 
-    -- Closed document (R-AK-1a): the common members and the kind's registered members only.
-    SELECT pg_catalog.format('%s %s', CASE WHEN m.member IS NULL THEN 'unknown member' ELSE 'member' END,
-                             pg_catalog.to_json(e.key)::text)
-           || CASE WHEN m.member IS NULL
-                   THEN pg_catalog.format(': %s receipts carry only the common members and those of outbox.receipt_kind_members', v_kind.receipt_kind)
-                   ELSE pg_catalog.format(' must be a JSON %s', m.json_type) END
-      INTO v_problem
-      FROM pg_catalog.jsonb_each(v_doc) AS e
-      LEFT JOIN outbox.receipt_kind_members AS m ON m.receipt_kind = v_kind.receipt_kind AND m.member = e.key
-     WHERE e.key <> ALL (ARRAY[v_p || 'Ref', v_p || 'SchemaVersion', v_p || 'DigestAlgorithmVersion', v_p || 'Digest',
-                              'destination', 'consumerName', 'eventId', 'eventEnvelopeDigestAlgorithmVersion',
-                              'eventEnvelopeSha256', v_kind.time_field])
-       AND (m.member IS NULL
-            OR pg_catalog.jsonb_typeof(e.value) <> CASE m.json_type WHEN 'integer' THEN 'number' ELSE m.json_type END)
-     ORDER BY e.key COLLATE "C"
-     LIMIT 1;
+    -- The closed-receipt rule (R-AK-1a), the same for the producer and the inbox: members, types,
+    -- required members, integer form, schema version, digest algorithms.
+    v_problem := outbox._receipt_problem(v_kind, p_receipt, v_doc);
     IF v_problem IS NOT NULL THEN
         RAISE EXCEPTION 'receipt rejected: not a closed % receipt', v_kind.receipt_kind
-            USING ERRCODE = 'OB002', DETAIL = v_problem, HINT = 'SPEC R-AK-1a: receipts are closed documents';
-    END IF;
-    SELECT pg_catalog.string_agg(m.member, ', ' ORDER BY m.member COLLATE "C") INTO v_problem
-      FROM outbox.receipt_kind_members AS m
-     WHERE m.receipt_kind = v_kind.receipt_kind AND m.required AND NOT v_doc ? m.member;
-    IF v_problem IS NOT NULL THEN
-        RAISE EXCEPTION 'receipt rejected: % receipts carry %', v_kind.receipt_kind, v_problem
-            USING ERRCODE = 'OB002', DETAIL = format('missing required member(s): %s', v_problem),
-                  HINT = 'SPEC R-AK-1a: the required members of outbox.receipt_kind_members';
-    END IF;
-
-    -- integer form (R-AK-1a): 1.0 or 1e0 is refused; read from the json text (jsonb prints 1e0 as 1)
-    SELECT pg_catalog.format('%s %s must be an integer written without fraction or exponent', k.k, p_receipt->>k.k)
-      INTO v_problem
-      FROM (SELECT v_p || 'SchemaVersion' AS k
-            UNION ALL
-            SELECT m.member FROM outbox.receipt_kind_members AS m
-             WHERE m.receipt_kind = v_kind.receipt_kind AND m.json_type = 'integer' AND v_doc ? m.member) AS k
-     WHERE p_receipt->>k.k !~ '^-?(0|[1-9][0-9]*)$'
-     LIMIT 1;
-    IF v_problem IS NOT NULL THEN
-        RAISE EXCEPTION 'receipt rejected: integer form'
-            USING ERRCODE = 'OB002', DETAIL = v_problem, HINT = 'SPEC R-AK-1a: integer members are JSON integers';
-    END IF;
-    IF v_doc -> (v_p || 'SchemaVersion') IS DISTINCT FROM pg_catalog.to_jsonb(v_kind.receipt_schema_version) THEN
-        RAISE EXCEPTION 'receipt rejected: %SchemaVersion', v_p
-            USING ERRCODE = 'OB002', DETAIL = format('%s receipts use schema version %s', v_kind.receipt_kind, v_kind.receipt_schema_version);
-    END IF;
-    IF v_doc -> (v_p || 'DigestAlgorithmVersion') IS DISTINCT FROM '"jcs-sha256-v1"'::jsonb
-       OR v_doc -> 'eventEnvelopeDigestAlgorithmVersion' IS DISTINCT FROM '"jcs-sha256-v1"'::jsonb THEN
-        RAISE EXCEPTION 'receipt rejected: digest algorithm'
-            USING ERRCODE = 'OB002', DETAIL = 'receipt and envelope digests use jcs-sha256-v1';
+            USING ERRCODE = 'OB002', DETAIL = v_problem, HINT = 'SPEC R-AK-1a: receipts are closed documents (outbox._receipt_problem)';
     END IF;
     IF v_doc -> 'consumerName' IS DISTINCT FROM pg_catalog.to_jsonb(p_consumer_name) THEN
         RAISE EXCEPTION 'receipt rejected: consumerName'
@@ -258,7 +146,7 @@ BEGIN
     END IF;
 
     -- Projection coordinates: the call's, never the receipt's own claim.
-    IF v_projection_name <> '' OR v_kind.receipt_kind = 'operations_projection' THEN
+    IF v_projection_name <> '' OR v_kind.requires_projection THEN
         IF v_projection_name = '' THEN
             RAISE EXCEPTION 'receipt rejected: % receipts need a projection', v_kind.receipt_kind
                 USING ERRCODE = 'OB002', DETAIL = 'call record_receipt with the projection name and version the consumer builds';

@@ -1,27 +1,15 @@
 -- outbox.retry_deliveries(p_items json)
 -- RETURNS TABLE(destination text, event_id uuid, attempt_id uuid, outcome text, sqlstate text, detail text)
--- (public, SPEC R-AK-5, R-AK-7, R-AK-9, §13)
--- Purpose: record many retryable outcomes in one call and one transaction. p_items is a JSON
---   array (at most 1000) of {destination, eventId, attemptId, leaseToken, errorCode, errorRef?}.
---   One row per item in input order: outcome 'pending' (retryable finish appended, back to
---   pending at now + backoff(policy, attempt_count)), 'quarantined' (the policy's max attempts
---   reached: quarantined as retry_exhausted - never silent success) or 'rejected' with sqlstate
---   and detail: 22023 (item shape, unknown or non-retryable error code), OB001 (fencing, or the
---   delivery named twice in the batch). A rejected item changes nothing and never stops the others.
---   errorCode awaiting_revision never exhausts (R-AK-5, seed 000: a gap is quarantined only on
---   evidence, never by a count): it keeps backing off (the backoff saturates at the policy's cap).
---   errorRef is sanitized (control characters and runs of blanks collapsed, at most 200 characters).
---   The budget counts the attempts since the delivery's last recovery (R-AK-10: attempt_count -
---   recovery_attempt_base; the base is 0 until outbox.redeliver_quarantined sets it), and so does
---   the backoff: a re-delivered delivery starts again at base_delay with max_attempts to go.
--- Set-based: lock (FOR UPDATE, destination/event order), judge, then one statement for the
---   pending ones and one (outbox._quarantine_write) for the exhausted ones. No function runs
---   once per item on the success path (HP-1): the fence rule, the ref sanitizer and the backoff
---   are SQL expressions PostgreSQL inlines into these statements.
--- Plans (HP-3): full-key joins, and seq scans, hash and merge joins disabled for the call, so
---   the generic plans PL/pgSQL caches stay index lookups whatever the tables' size.
--- Time: now = clock_timestamp() captured once per call.
--- SQLSTATEs (whole call): 22023 when p_items is not a JSON array or has more than 1000 items.
+-- (public, SPEC R-AK-5, R-AK-7, R-AK-9, R-AK-10, §13; how it works: docs/contract.md "Batch outcomes")
+-- Purpose: many retryable outcomes in one call and one transaction. p_items: a JSON array (at most
+--   1000) of {destination, eventId, attemptId, leaseToken, errorCode, errorRef?}, parsed once by
+--   outbox._outcome_items. One row per item in input order: pending (back to pending after the
+--   policy's backoff), quarantined (max attempts since the last recovery reached: retry_exhausted;
+--   awaiting_revision never exhausts) or rejected with sqlstate and detail: 22023 (shape, unknown
+--   or non-retryable code), OB001 (fencing; a delivery named twice). A rejected item changes
+--   nothing. Set-based, no per-item function call on the success path (HP-1); plans are index
+--   lookups (HP-3). Time: clock_timestamp() once per call.
+-- SQLSTATEs (whole call): 22023 not a JSON array or more than 1000 items; OB201 unreadable.
 -- Caller: outbox_dispatcher (also through outbox.retry_delivery, a batch of one).
 CREATE FUNCTION outbox.retry_deliveries(p_items json)
 RETURNS TABLE (destination text, event_id uuid, attempt_id uuid, outcome text, sqlstate text, detail text)
@@ -47,29 +35,9 @@ DECLARE
     v_detail  text[];
     v_outcome text[];
 BEGIN
-    SELECT pg_catalog.array_agg(b.ord ORDER BY b.ord), pg_catalog.array_agg(b.destination ORDER BY b.ord),
-           pg_catalog.array_agg(b.event_id ORDER BY b.ord), pg_catalog.array_agg(b.attempt_id ORDER BY b.ord),
-           pg_catalog.array_agg(b.lease_token ORDER BY b.ord),
-           pg_catalog.array_agg(b.item_jsonb->>'errorCode' ORDER BY b.ord),
-           pg_catalog.array_agg(outbox._dispatch_sanitize_ref(b.item_jsonb->>'errorRef') ORDER BY b.ord),
-           pg_catalog.array_agg(CASE WHEN b.shape_problem IS NOT NULL OR c.problem IS NOT NULL THEN '22023' END ORDER BY b.ord),
-           pg_catalog.array_agg(coalesce(b.shape_problem, c.problem) ORDER BY b.ord)
+    SELECT p.ord, p.destination, p.event_id, p.attempt_id, p.lease_token, p.error_code, p.error_ref, p.sqlstate, p.detail
       INTO v_ord, v_dest, v_event, v_attempt, v_token, v_code, v_ref, v_state, v_detail
-      FROM outbox._batch_items(p_items, 'retry_deliveries',
-                               ARRAY['destination', 'eventId', 'attemptId', 'leaseToken', 'errorCode', 'errorRef'],
-                               ARRAY[]::text[]) AS b
-      LEFT JOIN outbox.error_codes AS ec ON ec.code = b.item_jsonb->>'errorCode'
-     CROSS JOIN LATERAL (
-            SELECT CASE
-                WHEN b.shape_problem IS NOT NULL THEN NULL
-                WHEN pg_catalog.jsonb_typeof(b.item_jsonb->'errorCode') <> 'string' OR ec.code IS NULL
-                    THEN pg_catalog.format('error_code %s is not in outbox.error_codes', b.item_jsonb->'errorCode')
-                WHEN NOT ec.retryable
-                    THEN pg_catalog.format('error_code %s is non-retryable: use quarantine_delivery', ec.code)
-                WHEN b.item_jsonb->'errorRef' IS NOT NULL AND pg_catalog.jsonb_typeof(b.item_jsonb->'errorRef') NOT IN ('string', 'null')
-                    THEN 'errorRef must be a string'
-            END AS problem
-          ) AS c;
+      FROM outbox._outcome_items(p_items, 'retry_deliveries') AS p;
     IF v_ord IS NULL THEN
         RETURN;
     END IF;
