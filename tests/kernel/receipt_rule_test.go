@@ -69,13 +69,13 @@ func TestReceiptRuleSameAtProducerAndInbox(t *testing.T) {
 	}
 	variants := []variant{
 		{name: "unknown member", edit: func(d *kernelfix.ReceiptDoc) { d.Receipt["note"] = "x" }, problem: `unknown member "note"`},
-		{name: "member of the wrong type", edit: func(d *kernelfix.ReceiptDoc) { d.Receipt["consumerOutcome"] = 7 }, problem: `member "consumerOutcome" testfix.Must be a JSON string`},
+		{name: "member of the wrong type", edit: func(d *kernelfix.ReceiptDoc) { d.Receipt["consumerOutcome"] = 7 }, problem: `member "consumerOutcome" must be a JSON string`},
 		{name: "schema version 1.0", text: func(rc json.RawMessage) json.RawMessage {
 			return bytes.Replace(rc, []byte(sv), []byte(`"`+met.Prefix+`SchemaVersion":1.0`), 1)
-		}, problem: "testfix.Must be an integer written without fraction or exponent"},
+		}, problem: "must be an integer written without fraction or exponent"},
 		{name: "integer member 1e0", edit: func(d *kernelfix.ReceiptDoc) { d.Receipt["projectionVersion"] = 1 }, text: func(rc json.RawMessage) json.RawMessage {
 			return bytes.Replace(rc, []byte(`"projectionVersion":1`), []byte(`"projectionVersion":1e0`), 1)
-		}, problem: `"projectionVersion" 1e0 testfix.Must be an integer written without fraction or exponent`},
+		}, problem: `"projectionVersion" 1e0 must be an integer written without fraction or exponent`},
 	}
 	for i, v := range variants {
 		for _, batch := range []bool{false, true} {
