@@ -176,13 +176,26 @@ func runCutoverDemo(ctx context.Context, server string) error {
 		return err
 	}
 	fmt.Printf("  dual-apply: %d deliveries applied to v1 (acknowledging) and v2 in one inbox transaction each\n", n)
+	dualApplied := n
 	if err := stopProducers(); err != nil {
 		return err
+	}
+	if dualApplied == 0 {
+		// a slow machine: the producers finished before the freeze; two more business runs
+		// after the boundary, so the dual-apply is shown, not skipped
+		late := scenario.Producer{Conn: prod, Prefix: "cut-late", Committed: func(ids []string) { produced += len(ids) }}
+		if err := late.Runs(ctx, 1, 3); err != nil {
+			return err
+		}
 	}
 	if n, err = c.settle(ctx, dual); err != nil {
 		return err
 	}
+	dualApplied += n
 	fmt.Printf("  producers stopped after %d events; %d more dual-applied\n", produced, n)
+	if dualApplied == 0 {
+		return errors.New("cutover demo: no delivery after the boundary was dual-applied")
+	}
 	if err := c.digests(ctx, "before the switch"); err != nil {
 		return err
 	}
