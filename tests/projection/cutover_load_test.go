@@ -19,8 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/oceanway/pgoutbox/consumer"
 	"github.com/oceanway/pgoutbox/internal/dispatcher"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
@@ -32,80 +30,6 @@ import (
 	"github.com/oceanway/pgoutbox/reference"
 	"github.com/oceanway/pgoutbox/wire"
 )
-
-// daWorld is one database that is producer, dispatcher and the reference operations projector's
-// inbox, with operations_timeline v1 (active) and v2 (registered shadow) each in a schema of its
-// own and registered for projection digests.
-type daWorld struct {
-	*consumerfix.Bundle
-	admin, producer, disp, reg, projector, aud *pgx.Conn
-	v1, v2                                     reference.Spec
-}
-
-func daSetup(t *testing.T) *daWorld {
-	t.Helper()
-	ctx := context.Background()
-	b := consumerfix.Setup(t)
-	w := &daWorld{Bundle: b, admin: testdb.Conn(t, b.Dsn, "")}
-	testfix.ActivateReference(t, w.admin)
-	w.producer = testdb.Conn(t, b.Dsn, "outbox_producer")
-	w.disp = testdb.Conn(t, b.Dsn, "outbox_dispatcher")
-	w.reg = testdb.Conn(t, b.Dsn, "outbox_registrar")
-	w.projector = testdb.Conn(t, b.Dsn, "outbox_projector")
-	w.aud = testdb.Conn(t, b.Dsn, "outbox_auditor")
-	w.v1 = consumerfix.Spec(t, reference.OperationsProjector)
-	w.v2 = w.v1
-	w.v2.Schema, w.v2.ProjectionVersion = "refconsumer_operations_v2", 2
-	testfix.Must(t, w.v2.Install(ctx, b.Pool, consumerfix.Role))
-	if _, err := pgcall.RegisterProjectionVersion(ctx, w.reg, reference.ProjectionName, 2, "unknown"); err != nil {
-		t.Fatal(err)
-	}
-	for v, schema := range map[int]string{1: w.v1.Schema, 2: w.v2.Schema} {
-		if _, err := w.admin.Exec(ctx, `GRANT USAGE ON SCHEMA `+schema+` TO outbox_owner; GRANT SELECT ON `+schema+`.projection_rows TO outbox_owner`); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := pgcall.RegisterProjectionRows(ctx, w.reg, reference.ProjectionName, v, schema+".projection_rows"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return w
-}
-
-// kit is the reference operations projector serving primary, dual-applying to dual when its
-// Schema is set (token: the shadow's build token, "" for a frozen version).
-func (w *daWorld) kit(t *testing.T, primary, dual reference.Spec, token string) *consumer.Consumer {
-	t.Helper()
-	cfg := primary.Config(w.Pool)
-	cfg.Role = consumerfix.Role
-	if dual.Schema != "" {
-		cfg.DualApply = &consumer.DualTarget{ProjectionVersion: dual.ProjectionVersion, Apply: dual.Config(w.Pool).Apply, BuildToken: token}
-	}
-	c, err := consumer.New(cfg)
-	testfix.Must(t, err)
-	return c
-}
-
-// rebuild applies the build's rebuild sources to v2 through the kit (consumer.Rebuild).
-func (w *daWorld) rebuild(t *testing.T, buildID, token string) consumer.RebuildStats {
-	t.Helper()
-	cfg := w.v2.Config(w.Pool)
-	cfg.Role, cfg.BuildToken = consumerfix.Role, token
-	r, err := consumer.New(cfg)
-	testfix.Must(t, err)
-	st, err := r.Rebuild(context.Background(), w.projector, buildID, 5)
-	testfix.Must(t, err)
-	return st
-}
-
-// same asserts that v1 and v2 have one content digest, rows, and no receipt anti-join (R-PV-4).
-func (w *daWorld) same(t *testing.T, when string) {
-	t.Helper()
-	c, err := pgcall.CompareProjectionVersions(context.Background(), w.aud, reference.ProjectionName, 1, 2)
-	testfix.Must(t, err)
-	if !c.Same || c.RowsA == 0 || c.AntiJoin != 0 {
-		t.Fatalf("%s: %+v", when, c)
-	}
-}
 
 // clLoad is the traffic that runs beside the protocol.
 type clLoad struct {
