@@ -31,6 +31,7 @@ commands:
   release register-observations            register the reference observation schemas (request_attempt@1,
                                            error_occurrence@1) and the reference observation projector
   release activate VERSION SCHEMA ALGORITHM DIGEST
+  release activate FILE [SOURCE_RELEASE]   register FILE (a no-op when registered identically) and activate it
   release activate-reference               activate the reference release (registering it if needed)
   release list                             registered definitions with status
   audit                                    grant matrix and trigger list, stable text for diffs

@@ -61,43 +61,26 @@ func runRelease(ctx context.Context, dsn string, args []string, out io.Writer) e
 			fmt.Fprintf(out, "observation projector %s %s@%d\n", p.ConsumerName, p.ProjectionName, p.ProjectionVersion)
 		}
 		return nil
-	case "register", "register-reference", "activate-reference":
-		var doc json.RawMessage
-		var err error
-		source := reference.SourceRelease
-		if args[0] == "register" {
-			if len(args) < 2 || len(args) > 3 {
-				return errUsage
-			}
-			doc, err = release.LoadFile(args[1])
-			source = args[1]
-			if len(args) == 3 {
-				source = args[2]
-			}
-		} else {
-			doc, err = reference.LoadRelease()
+	case "register":
+		if len(args) < 2 || len(args) > 3 {
+			return errUsage
 		}
+		return registerFile(ctx, dsn, args[1:], false, out)
+	case "register-reference", "activate-reference":
+		if len(args) != 1 {
+			return errUsage
+		}
+		doc, err := reference.LoadRelease()
 		if err != nil {
 			return err
 		}
-		conn, err := connectAs(ctx, dsn, "outbox_registrar")
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		q, err := pgcall.RegisterDeliverySet(ctx, conn, doc, source)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "registered %d %d %s %s\n", q.DeliverySetVersion, q.DefinitionSchemaVersion, q.DigestAlgorithmVersion, q.DefinitionDigest)
-		if args[0] == "activate-reference" {
-			if err := pgcall.ActivateDeliverySet(ctx, conn, q); err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "activated %d %d %s %s\n", q.DeliverySetVersion, q.DefinitionSchemaVersion, q.DigestAlgorithmVersion, q.DefinitionDigest)
-		}
-		return nil
+		return registerRelease(ctx, dsn, doc, reference.SourceRelease, args[0] == "activate-reference", out)
 	case "activate":
+		if len(args) == 2 || len(args) == 3 {
+			// release activate FILE [SOURCE_RELEASE]: a release document of the user's own,
+			// registered (a no-op when the identical definition is) and activated.
+			return registerFile(ctx, dsn, args[1:], true, out)
+		}
 		if len(args) != 5 {
 			return errUsage
 		}
@@ -140,4 +123,42 @@ func runRelease(ctx context.Context, dsn string, args []string, out io.Writer) e
 		return tw.Flush()
 	}
 	return fmt.Errorf("%w: unknown release command %q", errUsage, args[0])
+}
+
+// registerFile registers the release document in args[0] (its digest computed here) with the
+// source label args[1], else the file name, and activates it when activate is set.
+func registerFile(ctx context.Context, dsn string, args []string, activate bool, out io.Writer) error {
+	doc, err := release.LoadFile(args[0])
+	if err != nil {
+		return err
+	}
+	source := args[0]
+	if len(args) == 2 {
+		source = args[1]
+	}
+	return registerRelease(ctx, dsn, doc, source, activate, out)
+}
+
+// registerRelease registers doc as outbox_registrar (register_delivery_set is insert-or-compare:
+// registering the identical definition again returns its quartet) and, with activate, activates
+// that quartet. It prints the quartet after "registered" and, activated, after "activated".
+func registerRelease(ctx context.Context, dsn string, doc json.RawMessage, source string, activate bool, out io.Writer) error {
+	conn, err := connectAs(ctx, dsn, "outbox_registrar")
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	q, err := pgcall.RegisterDeliverySet(ctx, conn, doc, source)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "registered %d %d %s %s\n", q.DeliverySetVersion, q.DefinitionSchemaVersion, q.DigestAlgorithmVersion, q.DefinitionDigest)
+	if !activate {
+		return nil
+	}
+	if err := pgcall.ActivateDeliverySet(ctx, conn, q); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "activated %d %d %s %s\n", q.DeliverySetVersion, q.DefinitionSchemaVersion, q.DigestAlgorithmVersion, q.DefinitionDigest)
+	return nil
 }
