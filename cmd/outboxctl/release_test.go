@@ -102,3 +102,61 @@ func TestReleaseRegisterObservations(t *testing.T) {
 		t.Fatalf("%d schemas, %d projectors registered", schemas, projectors)
 	}
 }
+
+// Issue 34 item 4, R-DS-4, R-DS-5: `release activate FILE [SOURCE_RELEASE]` registers a user's
+// own release document (digest computed here) and activates it in one command; running it
+// again is a no-op with the same quartet. The example's receipt kinds and destinations come
+// first (examples/orders/register.sql, public SQL functions only).
+func TestReleaseActivateFile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := testdb.URL(t)
+	sql, err := os.ReadFile("../../examples/orders/register.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testdb.Conn(t, dsn, "").Exec(ctx, string(sql)); err != nil {
+		t.Fatalf("register.sql: %v", err)
+	}
+	const file = "../../examples/orders/release.json"
+	var out, again bytes.Buffer
+	if err := run(ctx, dsn, []string{"release", "activate", file, "orders-first-release"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "registered 1 1 jcs-sha256-v1 ") ||
+		strings.TrimPrefix(lines[1], "activated") != strings.TrimPrefix(lines[0], "registered") {
+		t.Fatalf("release activate FILE said:\n%s", out.String())
+	}
+	if err := run(ctx, dsn, []string{"release", "activate", file, "orders-first-release"}, &again); err != nil || again.String() != out.String() {
+		t.Fatalf("second activation: %v\n%s", err, again.String())
+	}
+	out.Reset()
+	if err := run(ctx, dsn, []string{"release", "list"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	digest := strings.Fields(lines[0])[4]
+	if !strings.Contains(out.String(), digest+"  active") || !strings.Contains(out.String(), "orders-first-release") {
+		t.Fatalf("list output:\n%s", out.String())
+	}
+	// The same version with another definition is the database's OB102, and nothing changes.
+	changed := filepath.Join(t.TempDir(), "changed.json")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(changed, []byte(strings.Replace(string(b), `"mandatory": true`, `"mandatory": false`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(ctx, dsn, []string{"release", "activate", changed}, &out); !errors.Is(err, pgcall.ErrVersionConflict) {
+		t.Fatalf("another definition under version 1: %v, want OB102", err)
+	}
+	auditor := testdb.Conn(t, dsn, "outbox_auditor")
+	sets, err := pgcall.ListDeliverySets(ctx, auditor)
+	if err != nil || len(sets) != 1 || sets[0].DefinitionDigest != digest || sets[0].Status != "active" {
+		t.Fatalf("delivery sets after the refused one: %v %+v", err, sets)
+	}
+	if err := run(ctx, dsn, []string{"release", "activate", file, "a", "b"}, &out); !errors.Is(err, errUsage) {
+		t.Fatalf("three arguments: %v, want usage", err)
+	}
+}
