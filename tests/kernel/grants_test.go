@@ -214,6 +214,8 @@ func TestFunctionGrantsExact(t *testing.T) {
 	want := map[string][]string{
 		"outbox_registrar": append([]string{"inbox.bind_consumer_role", "intake.register_normalization_policy", "intake.register_observation_projector",
 			"intake.register_observation_schema", "intake.register_workload", "mailbox.register_source", "outbox.activate_delivery_set", "outbox.register_delivery_set", "outbox.register_destination",
+			// SPEC D-1, §13: a release registers its receipt kinds and envelope refinements
+			"outbox.register_envelope_refinement", "outbox.register_receipt_kind",
 			"outbox.register_projection_rows", "outbox.register_projection_version", "outbox.set_retry_policy",
 			// R-PV-3: retire and drop a projection version
 			"outbox.drop_retired_projection", "outbox.retire_projection_version"}, jcs...),
@@ -244,7 +246,7 @@ func TestFunctionGrantsExact(t *testing.T) {
 		"outbox_retention": {"intake.purge_observation_payloads", "intake.verify_purge_run", "outbox.archive_events", "outbox.archive_integrity_problems", "outbox.release_legal_hold", "outbox.set_legal_hold", "outbox.verify_archive_run"},
 	}
 	// The mailbox pump's role: every mailbox function but register_source (SPEC §13), nothing else.
-	want["outbox_mailbox"] = []string{"mailbox.acquire_pump", "mailbox.apply_reference_effect", "mailbox.claim_backfill",
+	want["outbox_mailbox"] = []string{"mailbox.acquire_pump", "mailbox.claim_backfill",
 		"mailbox.claim_head", "mailbox.complete_head", "mailbox.fail_head", "mailbox.pipeline_status", "mailbox.record_backfill",
 		"mailbox.record_discovery", "mailbox.released_holes", "mailbox.resolve_abandoned"}
 	for role, fns := range want {
