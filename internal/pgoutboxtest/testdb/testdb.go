@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/peterldowns/pgtestdb"
 
 	"github.com/oceanway/pgoutbox/internal/migrate"
+	"github.com/oceanway/pgoutbox/receipt"
 )
 
 type migrator struct{}
@@ -115,4 +117,27 @@ func Conn(t testing.TB, dsn, role string) *pgx.Conn {
 		}
 	}
 	return conn
+}
+
+var (
+	receiptsMu sync.Mutex
+	receipts   *receipt.Catalog
+)
+
+// Receipts returns the receipt catalog of a freshly migrated database (receipt.LoadCatalog),
+// loaded once per test binary: the kinds every test database starts with. A test that registers a
+// kind at runtime loads its own catalog from its database.
+func Receipts(t testing.TB) *receipt.Catalog {
+	t.Helper()
+	receiptsMu.Lock()
+	defer receiptsMu.Unlock()
+	if receipts == nil {
+		conn := Conn(t, URL(t), "outbox_auditor")
+		c, err := receipt.LoadCatalog(context.Background(), conn)
+		if err != nil {
+			t.Fatalf("load receipt catalog: %v", err)
+		}
+		receipts = c
+	}
+	return receipts
 }
