@@ -33,7 +33,7 @@ const (
 	MailboxDestination        = "mailbox_events"
 	MailboxConsumerName       = "mailbox_events_consumer"
 	MailboxDestinationReceipt = "MeteringInputProcessorConsumerReceipt"
-	mailboxDestinationKind    = "metering_input_processor"
+	mailboxDestinationKind    = string(MeteringInputProcessorKind)
 )
 
 // MailboxHandler is the reference mailbox.Handler, the one cmd/mailboxpump and the demo run by
