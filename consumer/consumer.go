@@ -218,17 +218,17 @@ type DualTarget struct {
 
 // Consumer is a configured consumer kit instance; safe for concurrent use.
 type Consumer struct {
-	cfg       Config
-	info      receipt.Info
-	receipts  *receipt.Catalog
+	cfg      Config
+	info     receipt.Info
+	receipts *receipt.Catalog
 	// eventFields: the kind requires the eventType/eventSchemaVersion members, so the kit's
 	// receipts carry the event's (outbox.receipt_kind_members).
 	eventFields bool
-	supported map[EventKey]bool
-	types     map[string]bool
-	sem       chan struct{}
-	batcher   Batcher
-	log       *slog.Logger
+	supported   map[EventKey]bool
+	types       map[string]bool
+	sem         chan struct{}
+	batcher     Batcher
+	log         *slog.Logger
 	// HTTP: read slots for unauthenticated bodies, seen signatures, counters.
 	slots  *slotPool
 	replay replayCache

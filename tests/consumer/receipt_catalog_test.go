@@ -30,12 +30,13 @@ import (
 	"github.com/oceanway/pgoutbox/wire"
 )
 
+const rcKind receipt.Kind = "rc_widget_store"
+
 const (
-	rcKind        receipt.Kind = "rc_widget_store"
-	rcType                     = "RcWidgetStoredReceipt"
-	rcPrefix                   = "rcWidgetStoredReceipt"
-	rcDestination              = "rc_widgets"
-	rcConsumer                 = "rc_widget_sink"
+	rcType        = "RcWidgetStoredReceipt"
+	rcPrefix      = "rcWidgetStoredReceipt"
+	rcDestination = "rc_widgets"
+	rcConsumer    = "rc_widget_sink"
 )
 
 // rcRegisterKind registers rcKind as outbox_owner (the registry's writer; the registration
