@@ -17,7 +17,7 @@ export DATABASE_URL PGOUTBOX_URL PGOUTBOX_LOCAL_CLUSTER
 
 GO_TEST_FLAGS ?= -count=1 -timeout 40m
 
-.PHONY: setup lint chromium all build db-up db-down db-destroy db-reset db-url migrate test test-go check-sql-api fuzz bench bench-river bench-plans demo demo-cutover soak schema clean node-deps
+.PHONY: setup lint chromium all build db-up db-down db-destroy db-reset db-url migrate migrate-reference test test-go check-sql-api fuzz bench bench-river bench-plans demo demo-cutover soak schema clean node-deps
 
 all: build
 
@@ -51,6 +51,12 @@ db-url:
 ## migrate: apply sql/ with the tern CLI pinned in go.mod (re-running is a no-op)
 migrate: db-up
 	go tool tern migrate -m sql --conn-string "$(PGOUTBOX_URL)"
+
+## migrate-reference: the kernel's migrations, then the reference (OceanWay) release through the
+## kernel's registration functions (receipt kinds, destinations, refinements, projection version,
+## observation schemas) and the reference schemas (SPEC D-1); re-running is a no-op
+migrate-reference: migrate
+	go run ./cmd/outboxctl -db "$(PGOUTBOX_URL)" reference install
 
 ## node-deps: the second-language consumer's packages (examples/node-consumer, pinned by its
 ## package-lock.json) into its git-ignored node_modules; skipped with a note when npm is absent

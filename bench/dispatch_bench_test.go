@@ -23,7 +23,6 @@ import (
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
-	"github.com/oceanway/pgoutbox/receipt"
 )
 
 const benchDest = "metering_input_processor"
@@ -164,7 +163,7 @@ func BenchmarkClaimAck(b *testing.B) {
 				items := make([]pgcall.AckItem, len(cs))
 				for i, c := range cs {
 					ack, rc := benchReceipt(b, c)
-					_, cand, err := receipt.DigestCandidate(rc)
+					_, cand, err := testdb.Receipts(b).DigestCandidate(rc)
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -13,6 +13,7 @@ import (
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/producer"
 	"github.com/oceanway/pgoutbox/receipt"
+	"github.com/oceanway/pgoutbox/reference"
 )
 
 // BenchmarkRecordReceipt measures one inbox.record_receipt call (SPEC D-2 "hot path for
@@ -51,7 +52,7 @@ func BenchmarkRecordReceipt(b *testing.B) {
 			}
 			var id struct{ EventID string }
 			_ = json.Unmarshal(env, &id)
-			doc, err := receipt.Build(receipt.MeteringInputProcessor, receipt.Params{Destination: destination,
+			doc, err := testdb.Receipts(b).Build(reference.MeteringInputProcessorKind, receipt.Params{Destination: destination,
 				ConsumerName: consumerName, EventID: id.EventID, EventEnvelopeSHA256: sha,
 				Fields: receipt.Fields{"consumerOutcome": "recorded"}})
 			if err != nil {

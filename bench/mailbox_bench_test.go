@@ -135,10 +135,10 @@ func BenchmarkMailboxPump(b *testing.B) {
 	pc.Close(ctx)
 	time.Sleep(600 * time.Millisecond) // let the backend flush its function statistics
 	rows, err := admin.Query(ctx, `(SELECT schemaname || '.' || funcname || '_self', self_time FROM pg_stat_user_functions
-		WHERE schemaname IN ('outbox', 'mailbox') ORDER BY self_time DESC LIMIT 6)
+		WHERE schemaname IN ('outbox', 'mailbox', 'refmailbox') ORDER BY self_time DESC LIMIT 6)
 		UNION ALL
 		SELECT schemaname || '.' || funcname || '_total', total_time FROM pg_stat_user_functions
-		WHERE schemaname IN ('outbox', 'mailbox') AND funcname IN ('claim_head', 'apply_reference_effect', 'append_events',
+		WHERE schemaname IN ('outbox', 'mailbox', 'refmailbox') AND funcname IN ('claim_head', 'apply_reference_effect', 'append_events',
 		      'append_event', 'complete_head', 'record_discovery', 'record_backfill', 'claim_backfill')`)
 	must(err)
 	defer rows.Close()

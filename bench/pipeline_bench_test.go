@@ -75,7 +75,7 @@ func BenchmarkPipeline(b *testing.B) {
 				if err := spec.Install(ctx, cadmin, "outbox_consumer"); err != nil {
 					b.Fatal(err)
 				}
-				kit, err := spec.New(cpool, func(c *consumer.Config) { c.Role = "outbox_consumer"; c.InsecureNoAuth = true })
+				kit, err := spec.New(context.Background(), cpool, func(c *consumer.Config) { c.Role = "outbox_consumer"; c.InsecureNoAuth = true })
 				if err != nil {
 					b.Fatal(err)
 				}

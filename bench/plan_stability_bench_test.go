@@ -27,7 +27,6 @@ import (
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 	"github.com/oceanway/pgoutbox/producer"
-	"github.com/oceanway/pgoutbox/receipt"
 )
 
 func envInt(name string, def int) int {
@@ -139,7 +138,7 @@ func planStability(b *testing.B, autovacuum bool) {
 			items := make([]pgcall.AckItem, len(cs))
 			for i, c := range cs {
 				ack, rc := benchReceipt(b, c)
-				_, cand, err := receipt.DigestCandidate(rc)
+				_, cand, err := testdb.Receipts(b).DigestCandidate(rc)
 				if err != nil {
 					b.Fatal(err)
 				}

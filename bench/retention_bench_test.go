@@ -14,7 +14,6 @@ import (
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 	"github.com/oceanway/pgoutbox/producer"
-	"github.com/oceanway/pgoutbox/receipt"
 )
 
 // benchDest2Type is the metering pair (one mandatory member: benchDest).
@@ -60,7 +59,7 @@ func BenchmarkArchive(b *testing.B) {
 		items := make([]pgcall.AckItem, len(cs))
 		for i, c := range cs {
 			ack, rc := benchReceipt(b, c)
-			_, cand, err := receipt.DigestCandidate(rc)
+			_, cand, err := testdb.Receipts(b).DigestCandidate(rc)
 			if err != nil {
 				b.Fatal(err)
 			}

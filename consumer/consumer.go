@@ -130,7 +130,13 @@ type Config struct {
 	Pool         TxBeginner
 	Destination  string
 	ConsumerName string
-	ReceiptKind  receipt.Kind
+	// ReceiptKind is a kind registered in the database (outbox.receipt_kinds), e.g. one a
+	// registrar added at runtime; its rules come from Catalog.
+	ReceiptKind receipt.Kind
+	// Catalog holds the receipt kinds the kit builds receipts with. nil (the usual case): New
+	// loads it from the database through Pool (receipt.LoadCatalog, outbox.receipt_kind_catalog,
+	// as Role when set), so a kind registered before the kit starts is known (SPEC §13).
+	Catalog *receipt.Catalog
 	// ProjectionName/Version: the projection this consumer builds; ""/0 for none. Required for
 	// the operations_projection kind.
 	ProjectionName    string
@@ -212,25 +218,38 @@ type DualTarget struct {
 
 // Consumer is a configured consumer kit instance; safe for concurrent use.
 type Consumer struct {
-	cfg       Config
-	info      receipt.Info
-	supported map[EventKey]bool
-	types     map[string]bool
-	sem       chan struct{}
-	batcher   Batcher
-	log       *slog.Logger
+	cfg      Config
+	info     receipt.Info
+	receipts *receipt.Catalog
+	// eventFields: the kind requires the eventType/eventSchemaVersion members, so the kit's
+	// receipts carry the event's (outbox.receipt_kind_members).
+	eventFields bool
+	supported   map[EventKey]bool
+	types       map[string]bool
+	sem         chan struct{}
+	batcher     Batcher
+	log         *slog.Logger
 	// HTTP: read slots for unauthenticated bodies, seen signatures, counters.
 	slots  *slotPool
 	replay replayCache
 	stats  httpCounters
 }
 
-// New validates cfg and returns a Consumer.
-func New(cfg Config) (*Consumer, error) {
-	info, ok := receipt.Lookup(cfg.ReceiptKind)
-	switch {
-	case cfg.Pool == nil:
+// New validates cfg, loads the receipt catalog from the database when cfg.Catalog is nil, and
+// returns a Consumer.
+func New(ctx context.Context, cfg Config) (*Consumer, error) {
+	if cfg.Pool == nil {
 		return nil, errors.New("consumer: Pool is required")
+	}
+	cat := cfg.Catalog
+	if cat == nil {
+		var err error
+		if cat, err = loadCatalog(ctx, cfg.Pool, cfg.Role); err != nil {
+			return nil, fmt.Errorf("consumer: %w", err)
+		}
+	}
+	info, ok := cat.Lookup(cfg.ReceiptKind)
+	switch {
 	case (cfg.Apply == nil) == (cfg.Mutate == nil):
 		return nil, errors.New("consumer: exactly one of Apply and Mutate is required")
 	case cfg.Destination == "" || cfg.ConsumerName == "":
@@ -240,12 +259,14 @@ func New(cfg Config) (*Consumer, error) {
 	case cfg.DualApply != nil && (cfg.Mutate != nil || cfg.ProjectionName == "" || cfg.DualApply.Apply == nil ||
 		cfg.DualApply.ProjectionVersion < 1 || cfg.DualApply.ProjectionVersion == cfg.ProjectionVersion):
 		return nil, errors.New("consumer: DualApply needs Apply, a projection and another version with its own Apply")
-	case !ok || cfg.ReceiptKind == receipt.BrokerPublication:
-		return nil, fmt.Errorf("consumer: unsupported receipt kind %q", cfg.ReceiptKind)
+	case !ok:
+		return nil, fmt.Errorf("consumer: receipt kind %q is not registered (outbox.receipt_kinds)", cfg.ReceiptKind)
+	case cfg.ReceiptKind == receipt.BrokerPublication:
+		return nil, fmt.Errorf("consumer: receipt kind %q is built by the dispatcher's broker transport only", cfg.ReceiptKind)
 	case (cfg.ProjectionName == "") != (cfg.ProjectionVersion == 0) || cfg.ProjectionVersion < 0:
 		return nil, errors.New("consumer: ProjectionName and ProjectionVersion go together (\"\"/0 for none)")
-	case cfg.ReceiptKind == receipt.OperationsProjection && cfg.ProjectionName == "":
-		return nil, errors.New("consumer: operations_projection receipts need a projection")
+	case info.RequiresProjection && cfg.ProjectionName == "":
+		return nil, fmt.Errorf("consumer: %s receipts need a projection", cfg.ReceiptKind)
 	case len(cfg.SupportedEvents) == 0:
 		return nil, errors.New("consumer: SupportedEvents is empty")
 	case cfg.MaxConcurrent < 0:
@@ -259,7 +280,12 @@ func New(cfg Config) (*Consumer, error) {
 	case cfg.UnauthenticatedReadGrace < 0 || cfg.MinUnauthenticatedBodyRate < 0 || cfg.UnauthenticatedStall < 0:
 		return nil, errors.New("consumer: UnauthenticatedReadGrace, MinUnauthenticatedBodyRate and UnauthenticatedStall must be >= 0 (0: default)")
 	}
-	c := &Consumer{cfg: cfg, info: info, supported: map[EventKey]bool{}, types: map[string]bool{}}
+	c := &Consumer{cfg: cfg, info: info, receipts: cat, supported: map[EventKey]bool{}, types: map[string]bool{}}
+	for _, m := range info.Members {
+		if m.Required && (m.Name == "eventType" || m.Name == "eventSchemaVersion") {
+			c.eventFields = true
+		}
+	}
 	if cfg.Mutate != nil {
 		b, ok := cfg.Pool.(Batcher)
 		if !ok {
@@ -307,6 +333,24 @@ func New(cfg Config) (*Consumer, error) {
 	c.log = c.log.With("destination", cfg.Destination, "consumer", cfg.ConsumerName)
 	return c, nil
 }
+
+// loadCatalog reads the receipt catalog in a read-only transaction on pool, as role when set.
+func loadCatalog(ctx context.Context, pool TxBeginner, role string) (*receipt.Catalog, error) {
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if role != "" {
+		if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+pgx.Identifier{role}.Sanitize()); err != nil {
+			return nil, err
+		}
+	}
+	return receipt.LoadCatalog(ctx, tx)
+}
+
+// Catalog returns the receipt catalog the kit builds its receipts with.
+func (c *Consumer) Catalog() *receipt.Catalog { return c.receipts }
 
 // Destination returns the destination this consumer serves.
 func (c *Consumer) Destination() string { return c.cfg.Destination }

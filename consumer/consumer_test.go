@@ -27,10 +27,33 @@ func (n noDB) BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error) {
 	return nil, errors.New("no database")
 }
 
+// testCatalog is test data shaped like the database's receipt kinds (the kit loads the real ones
+// through Pool when Config.Catalog is nil; tests/consumer covers that path).
+func testCatalog(t *testing.T) *receipt.Catalog {
+	t.Helper()
+	consumerMembers := []receipt.Member{{Name: "consumerOutcome", JSONType: receipt.TypeString},
+		{Name: "eventSchemaVersion", JSONType: receipt.TypeString}, {Name: "eventType", JSONType: receipt.TypeString},
+		{Name: "projectionName", JSONType: receipt.TypeString}, {Name: "projectionVersion", JSONType: receipt.TypeInteger}}
+	c, err := receipt.NewCatalog([]receipt.Info{
+		{Kind: "billing_settlement_catch_up", ReceiptType: "BillingSettlementCatchUpConsumerReceipt", Prefix: "billingSettlementCatchUpConsumerReceipt",
+			TimeField: "committedAt", SchemaVersion: 1, Members: consumerMembers},
+		{Kind: "operations_projection", ReceiptType: "OperationsProjectionAppliedReceipt", Prefix: "operationsProjectionAppliedReceipt",
+			TimeField: "appliedAt", SchemaVersion: 1, RequiresProjection: true, Members: []receipt.Member{
+				{Name: "eventSchemaVersion", JSONType: receipt.TypeString, Required: true}, {Name: "eventType", JSONType: receipt.TypeString, Required: true},
+				{Name: "projectionName", JSONType: receipt.TypeString, Required: true}, {Name: "projectionVersion", JSONType: receipt.TypeInteger, Required: true}}},
+		{Kind: receipt.BrokerPublication, ReceiptType: "BrokerPublicationReceipt", Prefix: "brokerPublicationReceipt", TimeField: "publishedAt",
+			SchemaVersion: 1, Members: []receipt.Member{{Name: "stream", JSONType: receipt.TypeString, Required: true}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func testConfig(t *testing.T) Config {
 	return Config{
 		Pool: noDB{t}, Destination: "billing_settlement_catch_up", ConsumerName: "billing_settlement_catch_up_consumer",
-		ReceiptKind:     receipt.BillingSettlementCatchUp,
+		ReceiptKind: "billing_settlement_catch_up", Catalog: testCatalog(t),
 		SupportedEvents: []EventKey{{"metering.settlement-input.current-changed@1", "1"}},
 		Apply: func(context.Context, pgx.Tx, Event) (ReceiptFields, error) {
 			t.Error("Apply called")
@@ -64,7 +87,7 @@ func testEnv() map[string]any {
 
 // R-CO-4, D-2: everything decided before the transaction never touches the database.
 func TestCheckBeforeDatabase(t *testing.T) {
-	c, err := New(testConfig(t))
+	c, err := New(context.Background(), testConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +125,7 @@ func TestCheckBeforeDatabase(t *testing.T) {
 func TestProjectionVersionNotServedIsRetryable(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.ProjectionName, cfg.ProjectionVersion = "operations_timeline", 1
-	c, err := New(cfg)
+	c, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +149,7 @@ func TestProjectionVersionNotServedIsRetryable(t *testing.T) {
 // R-CO-5, R-DP-2: authentication fails closed; a bad signature is 401 before anything else.
 func TestHTTPAuthentication(t *testing.T) {
 	cfg := testConfig(t)
-	c, _ := New(cfg)
+	c, _ := New(context.Background(), cfg)
 	env := testEnv()
 	env["eventType"] = "run.created@2.0" // refused before the DB if authenticated
 	d := testDelivery(t, env)
@@ -167,12 +190,12 @@ func TestHTTPAuthentication(t *testing.T) {
 		t.Errorf("signature over another body: %d, want 401", s)
 	}
 	cfg.HMACSecret = nil
-	open, _ := New(cfg)
+	open, _ := New(context.Background(), cfg)
 	if s := post(open, "", ""); s != http.StatusUnauthorized {
 		t.Errorf("no method configured: %d, want 401 (fail closed)", s)
 	}
 	cfg.BearerToken = "tok"
-	tok, _ := New(cfg)
+	tok, _ := New(context.Background(), cfg)
 	if s := post(tok, "", "tok"); s != http.StatusUnprocessableEntity {
 		t.Errorf("good token: %d", s)
 	}
@@ -186,13 +209,14 @@ func TestNewValidates(t *testing.T) {
 		"no pool":          func(c *Config) { c.Pool = nil },
 		"no apply":         func(c *Config) { c.Apply = nil },
 		"broker kind":      func(c *Config) { c.ReceiptKind = receipt.BrokerPublication },
-		"ops without proj": func(c *Config) { c.ReceiptKind = receipt.OperationsProjection },
+		"ops without proj": func(c *Config) { c.ReceiptKind = "operations_projection" },
+		"unknown kind":     func(c *Config) { c.ReceiptKind = "not_registered" },
 		"half projection":  func(c *Config) { c.ProjectionName = "p" },
 		"no events":        func(c *Config) { c.SupportedEvents = nil },
 	} {
 		cfg := testConfig(t)
 		edit(&cfg)
-		if _, err := New(cfg); err == nil {
+		if _, err := New(context.Background(), cfg); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}

@@ -458,7 +458,7 @@ func (c *Consumer) recordGap(ctx context.Context, ev Event) wire.Result {
 // buildReceipt builds the kit's receipt of ev for the given projection version (the delivery's
 // own, or the dual one); the error is logged here.
 func (c *Consumer) buildReceipt(ev Event, fields ReceiptFields, version int) (receipt.Document, error) {
-	built, err := receipt.Build(c.cfg.ReceiptKind, receipt.Params{
+	built, err := c.receipts.Build(c.cfg.ReceiptKind, receipt.Params{
 		Destination: c.cfg.Destination, ConsumerName: c.cfg.ConsumerName, EventID: ev.EventID,
 		EventEnvelopeSHA256: ev.EnvelopeSHA256, ProjectionName: c.cfg.ProjectionName,
 		ProjectionVersion: version, EventType: c.eventTypeField(ev),
@@ -471,16 +471,17 @@ func (c *Consumer) buildReceipt(ev Event, fields ReceiptFields, version int) (re
 	return built, err
 }
 
-// The operations receipt carries the event type/schema (R-AK-1a); other kinds do not.
+// A kind whose members require the event type/schema (operations_projection in the reference
+// release) gets the event's (R-AK-1a); other kinds' receipts do not carry them.
 func (c *Consumer) eventTypeField(ev Event) string {
-	if c.cfg.ReceiptKind == receipt.OperationsProjection {
+	if c.eventFields {
 		return ev.EventType
 	}
 	return ""
 }
 
 func (c *Consumer) eventSchemaField(ev Event) string {
-	if c.cfg.ReceiptKind == receipt.OperationsProjection {
+	if c.eventFields {
 		return ev.EventSchemaVersion
 	}
 	return ""
@@ -503,7 +504,7 @@ func (c *Consumer) readExisting(ctx context.Context, ev Event, version int) wire
 }
 
 func (c *Consumer) acknowledged(doc []byte) wire.Result {
-	d, err := receipt.Parse(doc)
+	d, err := c.receipts.Parse(doc)
 	if err != nil {
 		c.log.Error("stored receipt unreadable", "err", err)
 		return retryable(CodeConsumerUnavailable, "stored_receipt")

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -32,7 +33,7 @@ func benchFlood(b *testing.B, bearer bool) {
 	if bearer {
 		cfg.HMACSecret, cfg.BearerToken = nil, "the-right-token-0123456789"
 	}
-	c, err := New(cfg)
+	c, err := New(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -41,7 +42,7 @@ func TestHTTPSignatureFreshReplayedStale(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Now = func() time.Time { return now }
 	cfg.SignatureWindow = 5 * time.Minute
-	c, err := New(cfg)
+	c, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestHTTPSignatureFreshReplayedStale(t *testing.T) {
 		t.Fatalf("body-only by default: %d, want 401", s)
 	}
 	cfg.AcceptBodyOnlySignature = true
-	lc, _ := New(cfg)
+	lc, _ := New(context.Background(), cfg)
 	if s, _ := serve(lc, legacy()); s != http.StatusUnprocessableEntity {
 		t.Fatalf("body-only behind the switch: %d, want 422", s)
 	}
@@ -135,7 +136,7 @@ func TestHTTPUnauthenticatedReadsBounded(t *testing.T) {
 	cfg.MaxBodyBytes = size
 	cfg.AcceptBodyOnlySignature = true
 	cfg.UnauthenticatedStall, cfg.UnauthenticatedReadGrace = time.Hour, time.Hour
-	c, err := New(cfg)
+	c, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ package consumer
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -30,7 +31,7 @@ func newWireFixture(t *testing.T, edit func(*Config)) *wireFixture {
 	if edit != nil {
 		edit(&cfg)
 	}
-	c, err := New(cfg)
+	c, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func TestWireReplayWindowBoundary(t *testing.T) {
 	if s, e := serve(f.c, replay()); s != http.StatusUnauthorized || e.Ref != "replayed_signature" {
 		t.Fatalf("replay at t + window: %d %+v, want 401 replayed_signature", s, e)
 	}
-	other, err := New(f.cfg) // another instance (or a restart) does not know it
+	other, err := New(context.Background(), f.cfg) // another instance (or a restart) does not know it
 	if err != nil {
 		t.Fatal(err)
 	}

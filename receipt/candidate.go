@@ -16,11 +16,11 @@ import (
 // the candidate parses to exactly that part of the receipt instead of canonicalizing in
 // PL/pgSQL. It does not validate the receipt (the database does, with or without a candidate);
 // it fails only when the document is not canonicalizable, not an object, or its kind cannot be
-// told from its field prefix.
+// told from its field prefix (a kind of the catalog).
 //
 // One canonicalization: members are dropped from the receipt's canonical text, which stays
 // canonical (JCS orders members, and removing some keeps the order of the others).
-func DigestCandidate(receipt []byte) (Kind, []byte, error) {
+func (cat *Catalog) DigestCandidate(receipt []byte) (Kind, []byte, error) {
 	c, err := canon.Canonicalize(receipt)
 	if err != nil {
 		return "", nil, invalid("%v", err)
@@ -33,10 +33,11 @@ func DigestCandidate(receipt []byte) (Kind, []byte, error) {
 	for _, mb := range members {
 		m[mb.key] = nil
 	}
-	info, err := kindOf(m)
+	r, err := cat.kindOf(m)
 	if err != nil {
 		return "", nil, err
 	}
+	info := r.Info
 	out := make([]byte, 0, len(c))
 	out = append(out, '{')
 	for _, mb := range members {

@@ -14,8 +14,8 @@ import (
 // the receipt minus <prefix>Ref, <prefix>Digest and the time field, for every kind.
 func TestDigestCandidateHotPath(t *testing.T) {
 	t.Parallel()
-	for _, info := range Kinds() {
-		d, err := Build(info.Kind, params(info.Kind))
+	for _, info := range testCat.Kinds() {
+		d, err := testCat.Build(info.Kind, params(info.Kind))
 		if err != nil {
 			t.Fatalf("%s: %v", info.Kind, err)
 		}
@@ -25,7 +25,7 @@ func TestDigestCandidateHotPath(t *testing.T) {
 			t.Fatal(err)
 		}
 		loose, _ := json.MarshalIndent(m, "", "  ")
-		k, cand, err := DigestCandidate(loose)
+		k, cand, err := testCat.DigestCandidate(loose)
 		if err != nil || k != info.Kind {
 			t.Fatalf("%s: kind %s, %v", info.Kind, k, err)
 		}
@@ -50,7 +50,7 @@ func TestDigestCandidateHotPath(t *testing.T) {
 	// JCS escaping and UTF-16 order survive (json.Marshal alone would escape "<" and order by UTF-8).
 	r := []byte(`{"meteringInputProcessorConsumerReceiptRef":"r","meteringInputProcessorConsumerReceiptDigest":"x",
 		"committedAt":"t","note":"<a&b>","\ud83d\ude00":1,"\uff61":2}`)
-	_, cand, err := DigestCandidate(r)
+	_, cand, err := testCat.DigestCandidate(r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestDigestCandidateHotPath(t *testing.T) {
 		t.Errorf("candidate %s, want %s", cand, want)
 	}
 	for _, bad := range []string{`[1]`, `{"a":1.5}`, `{"a":1}`, `not json`, `null`} {
-		if _, _, err := DigestCandidate([]byte(bad)); err == nil {
+		if _, _, err := testCat.DigestCandidate([]byte(bad)); err == nil {
 			t.Errorf("%s: no error", bad)
 		}
 	}
@@ -74,7 +74,7 @@ func TestDigestCandidateAgreesWithParse(t *testing.T) {
 		`{"operationsProjectionAppliedReceiptRef":"only"}`,
 	}
 	for _, doc := range docs {
-		_, cand, err := DigestCandidate([]byte(doc))
+		_, cand, err := testCat.DigestCandidate([]byte(doc))
 		if err != nil {
 			t.Fatalf("%s: %v", doc, err)
 		}
@@ -83,11 +83,11 @@ func TestDigestCandidateAgreesWithParse(t *testing.T) {
 		if err := json.Unmarshal(c, &m); err != nil {
 			t.Fatal(err)
 		}
-		info, err := kindOf(m)
+		r, err := testCat.kindOf(m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantCand, err := candidate(m, info)
+		wantCand, err := candidate(m, r.Info)
 		if err != nil {
 			t.Fatal(err)
 		}

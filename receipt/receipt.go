@@ -3,38 +3,45 @@
 //
 // A receipt of kind K with field prefix P carries P+"Ref", P+"SchemaVersion",
 // P+"DigestAlgorithmVersion", P+"Digest", the event's identity and digest, a time field and
-// exactly the kind's registered members (Members; Build refuses anything else). Its digest is
+// exactly the kind's registered members (Build refuses anything else). Its digest is
 // jcs-sha256-v1 of the document minus P+"Ref", P+"Digest" and the time field. Documents are
 // returned as canonical (RFC 8785) bytes, so the same receipt always yields the same ack bytes;
 // the database verifies every digest.
+//
+// The kinds and their members are not compiled into Go: they are rows of outbox.receipt_kinds and
+// outbox.receipt_kind_members, read at start with LoadCatalog (SPEC §13); Build, Parse and the
+// other operations are methods of the loaded Catalog.
 //
 // The members, the ack's exact shape and the hot path: docs/contract.md#package-receipt.
 package receipt
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/oceanway/pgoutbox/internal/canon"
+	"github.com/oceanway/pgoutbox/internal/pgcall"
 )
 
-// Kind is a receipt kind: the closed union of ActiveConsumerAck@1.appliedReceipt.
+// Kind is a receipt kind: a row of outbox.receipt_kinds, the closed union of
+// ActiveConsumerAck@1.appliedReceipt. Kinds are registered in the database; a Catalog loaded from
+// it (LoadCatalog) is what knows them.
 type Kind string
 
-// The receipt kinds of the reference release and of broker destinations (outbox.receipt_kinds).
-const (
-	OperationsProjection           Kind = "operations_projection"
-	MeteringInputProcessor         Kind = "metering_input_processor"
-	BillingFinalizationCoordinator Kind = "billing_finalization_coordinator"
-	BillingSettlementCatchUp       Kind = "billing_settlement_catch_up"
-	BrokerPublication              Kind = "broker_publication"
-)
+// BrokerPublication is the one receipt kind the kernel itself ships: the receipt the dispatcher's
+// JetStream transport builds from a broker's publish ack. Its members come from the database like
+// every other kind's.
+const BrokerPublication Kind = "broker_publication"
 
 // DigestAlgorithm is the digest algorithm of receipts and envelopes.
 const DigestAlgorithm = canon.Algorithm
@@ -42,13 +49,18 @@ const DigestAlgorithm = canon.Algorithm
 // TimeLayout is the layout of the time field: UTC RFC 3339 with exactly six fractional digits.
 const TimeLayout = "2006-01-02T15:04:05.000000Z"
 
-// Info describes one kind (a row of outbox.receipt_kinds).
+// Info describes one kind (a row of outbox.receipt_kinds with its outbox.receipt_kind_members).
 type Info struct {
 	Kind          Kind
 	ReceiptType   string
 	Prefix        string
 	TimeField     string
 	SchemaVersion int
+	// RequiresProjection: a receipt of this kind names the projection (name and version) it was
+	// applied to (outbox.receipt_kinds.requires_projection).
+	RequiresProjection bool
+	// Members are the kind-specific members, sorted by name.
+	Members []Member
 }
 
 // Field names of a receipt relative to its prefix.
@@ -56,37 +68,6 @@ func (i Info) RefField() string           { return i.Prefix + "Ref" }
 func (i Info) SchemaVersionField() string { return i.Prefix + "SchemaVersion" }
 func (i Info) AlgorithmField() string     { return i.Prefix + "DigestAlgorithmVersion" }
 func (i Info) DigestField() string        { return i.Prefix + "Digest" }
-
-var kinds = []Info{
-	{OperationsProjection, "OperationsProjectionAppliedReceipt", "operationsProjectionAppliedReceipt", "appliedAt", 1},
-	{MeteringInputProcessor, "MeteringInputProcessorConsumerReceipt", "meteringInputProcessorConsumerReceipt", "committedAt", 1},
-	{BillingFinalizationCoordinator, "BillingFinalizationCoordinatorConsumerReceipt", "billingFinalizationCoordinatorConsumerReceipt", "committedAt", 1},
-	{BillingSettlementCatchUp, "BillingSettlementCatchUpConsumerReceipt", "billingSettlementCatchUpConsumerReceipt", "committedAt", 1},
-	{BrokerPublication, "BrokerPublicationReceipt", "brokerPublicationReceipt", "publishedAt", 1},
-}
-
-// Lookup returns the description of kind k.
-func Lookup(k Kind) (Info, bool) {
-	for _, i := range kinds {
-		if i.Kind == k {
-			return i, true
-		}
-	}
-	return Info{}, false
-}
-
-// ByType returns the kind whose receipt type is receiptType (e.g. "OperationsProjectionAppliedReceipt").
-func ByType(receiptType string) (Info, bool) {
-	for _, i := range kinds {
-		if i.ReceiptType == receiptType {
-			return i, true
-		}
-	}
-	return Info{}, false
-}
-
-// Kinds lists every known kind.
-func Kinds() []Info { return append([]Info(nil), kinds...) }
 
 // JSON types of kind-specific members (outbox.receipt_kind_members.json_type).
 const (
@@ -97,43 +78,131 @@ const (
 
 // Member is a kind-specific receipt member: a row of outbox.receipt_kind_members.
 type Member struct {
-	Name     string
-	JSONType string // TypeString, TypeInteger or TypeBoolean
-	Required bool
+	Name     string `json:"member"`
+	JSONType string `json:"json_type"` // TypeString, TypeInteger or TypeBoolean
+	Required bool   `json:"required"`
+	// Minimum bounds an integer member from below (nil: none).
+	Minimum *int64 `json:"minimum,omitempty"`
+	// MaxLength bounds a string member's length in characters (nil: none).
+	MaxLength *int `json:"max_length,omitempty"`
 }
 
-// projectionMembers are the optional members every consumer kind but operations_projection may
-// carry: the projection it builds and the event's type (SPEC R-AK-1a, migration 009).
-var projectionMembers = []Member{
-	{"eventSchemaVersion", TypeString, false}, {"eventType", TypeString, false},
-	{"projectionName", TypeString, false}, {"projectionVersion", TypeInteger, false},
+// rules is one kind of a Catalog, with its members indexed.
+type rules struct {
+	Info
+	members map[string]Member
 }
 
-// members mirrors outbox.receipt_kind_members (seeded by migration 009); a test compares them.
-var members = map[Kind][]Member{
-	OperationsProjection: {
-		{"eventSchemaVersion", TypeString, true}, {"eventType", TypeString, true},
-		{"projectionName", TypeString, true}, {"projectionOutcome", TypeString, false},
-		{"projectionVersion", TypeInteger, true},
-	},
-	MeteringInputProcessor:         append([]Member{{"consumerOutcome", TypeString, false}}, projectionMembers...),
-	BillingFinalizationCoordinator: append([]Member{{"consumerOutcome", TypeString, false}}, projectionMembers...),
-	BillingSettlementCatchUp:       append([]Member{{"consumerOutcome", TypeString, false}}, projectionMembers...),
-	BrokerPublication: {
-		{"duplicate", TypeBoolean, true}, {"sequence", TypeInteger, true}, {"stream", TypeString, true},
-	},
+// Catalog holds the receipt kinds of one database (outbox.receipt_kind_catalog) and builds and
+// checks their receipts. Load it with LoadCatalog at start; a kind registered later is unknown
+// to it until it is loaded again. A Catalog is immutable and safe for concurrent use; every
+// lookup on the hot path is a map lookup.
+type Catalog struct {
+	kinds  []Info
+	byKind map[Kind]*rules
+	byType map[string]*rules
+	// byField maps each kind's four prefixed fields (Ref, SchemaVersion, DigestAlgorithmVersion,
+	// Digest) to the kind: how a document's kind is recognised.
+	byField map[string]*rules
 }
+
+// NewCatalog returns a catalog of kinds (what LoadCatalog builds from the database rows; tests
+// may build one by hand). Kinds, receipt types and prefixed field names must be unique and every
+// member must have a known JSON type.
+func NewCatalog(kinds []Info) (*Catalog, error) {
+	c := &Catalog{byKind: map[Kind]*rules{}, byType: map[string]*rules{}, byField: map[string]*rules{}}
+	for _, in := range kinds {
+		in.Members = append([]Member(nil), in.Members...)
+		sort.Slice(in.Members, func(a, b int) bool { return in.Members[a].Name < in.Members[b].Name })
+		r := &rules{Info: in, members: make(map[string]Member, len(in.Members))}
+		switch {
+		case !literalRE.MatchString(string(in.Kind)) || in.ReceiptType == "" || in.Prefix == "" || in.TimeField == "" || in.SchemaVersion < 1:
+			return nil, fmt.Errorf("receipt catalog: incomplete kind %+v", in)
+		case c.byKind[in.Kind] != nil:
+			return nil, fmt.Errorf("receipt catalog: kind %s twice", in.Kind)
+		case c.byType[in.ReceiptType] != nil:
+			return nil, fmt.Errorf("receipt catalog: receipt type %s twice", in.ReceiptType)
+		}
+		for _, m := range in.Members {
+			switch m.JSONType {
+			case TypeString, TypeInteger, TypeBoolean:
+			default:
+				return nil, fmt.Errorf("receipt catalog: kind %s member %s has JSON type %q", in.Kind, m.Name, m.JSONType)
+			}
+			if _, dup := r.members[m.Name]; dup || m.Name == "" {
+				return nil, fmt.Errorf("receipt catalog: kind %s member %q twice or empty", in.Kind, m.Name)
+			}
+			r.members[m.Name] = m
+		}
+		for _, f := range []string{in.RefField(), in.SchemaVersionField(), in.AlgorithmField(), in.DigestField()} {
+			if o := c.byField[f]; o != nil {
+				return nil, fmt.Errorf("receipt catalog: field %s belongs to kinds %s and %s", f, o.Kind, in.Kind)
+			}
+			c.byField[f] = r
+		}
+		c.byKind[in.Kind], c.byType[in.ReceiptType] = r, r
+		c.kinds = append(c.kinds, in)
+	}
+	sort.Slice(c.kinds, func(a, b int) bool { return c.kinds[a].Kind < c.kinds[b].Kind })
+	return c, nil
+}
+
+// LoadCatalog reads every registered receipt kind with its members from the database
+// (outbox.receipt_kind_catalog, SPEC §13: the kit reads kinds from the database, never from a
+// list compiled into Go). db is a *pgx.Conn, a pgx.Tx or a *pgxpool.Pool whose role may execute
+// the function (outbox_consumer, outbox_dispatcher, outbox_registrar, outbox_auditor).
+func LoadCatalog(ctx context.Context, db pgcall.DBTX) (*Catalog, error) {
+	rows, err := pgcall.ReceiptKindCatalog(ctx, db)
+	if err != nil {
+		return nil, fmt.Errorf("receipt catalog: %w", err)
+	}
+	kinds := make([]Info, 0, len(rows))
+	for _, r := range rows {
+		in := Info{Kind: Kind(r.ReceiptKind), ReceiptType: r.ReceiptType, Prefix: r.FieldPrefix, TimeField: r.TimeField,
+			SchemaVersion: r.ReceiptSchemaVersion, RequiresProjection: r.RequiresProjection}
+		var ms []struct {
+			Member
+			MaxLengthCamel *int `json:"maxLength"`
+		}
+		if err := json.Unmarshal(r.Members, &ms); err != nil {
+			return nil, fmt.Errorf("receipt catalog: members of %s: %w", r.ReceiptKind, err)
+		}
+		for _, m := range ms {
+			if m.MaxLength == nil {
+				m.MaxLength = m.MaxLengthCamel
+			}
+			in.Members = append(in.Members, m.Member)
+		}
+		kinds = append(kinds, in)
+	}
+	return NewCatalog(kinds)
+}
+
+// Lookup returns the description of kind k.
+func (c *Catalog) Lookup(k Kind) (Info, bool) {
+	if r := c.byKind[k]; r != nil {
+		return r.Info, true
+	}
+	return Info{}, false
+}
+
+// ByType returns the kind whose receipt type is receiptType (e.g. "BrokerPublicationReceipt").
+func (c *Catalog) ByType(receiptType string) (Info, bool) {
+	if r := c.byType[receiptType]; r != nil {
+		return r.Info, true
+	}
+	return Info{}, false
+}
+
+// Kinds lists every kind of the catalog, sorted by name.
+func (c *Catalog) Kinds() []Info { return append([]Info(nil), c.kinds...) }
 
 // Members returns the kind-specific members of kind k, sorted by name (nil for an unknown kind).
-func Members(k Kind) []Member { return append([]Member(nil), members[k]...) }
-
-func memberOf(k Kind, name string) (Member, bool) {
-	for _, m := range members[k] {
-		if m.Name == name {
-			return m, true
-		}
+func (c *Catalog) Members(k Kind) []Member {
+	if r := c.byKind[k]; r != nil {
+		return append([]Member(nil), r.Members...)
 	}
-	return Member{}, false
+	return nil
 }
 
 // Errors of this package; match with errors.Is.
@@ -213,11 +282,12 @@ func invalid(format string, args ...any) error {
 }
 
 // Build returns the complete receipt of kind (digest filled in) and its ActiveConsumerAck@1.
-func Build(kind Kind, p Params) (Document, error) {
-	info, ok := Lookup(kind)
-	if !ok {
-		return Document{}, invalid("unknown kind %q", kind)
+func (c *Catalog) Build(kind Kind, p Params) (Document, error) {
+	r := c.byKind[kind]
+	if r == nil {
+		return Document{}, invalid("unknown kind %q (not in the loaded catalog)", kind)
 	}
+	info := r.Info
 	switch {
 	case !literalRE.MatchString(p.Destination):
 		return Document{}, invalid("destination %q", p.Destination)
@@ -232,8 +302,8 @@ func Build(kind Kind, p Params) (Document, error) {
 		(p.ProjectionName != "" && !literalRE.MatchString(p.ProjectionName)) {
 		return Document{}, invalid("projection %q version %d", p.ProjectionName, p.ProjectionVersion)
 	}
-	if kind == OperationsProjection && (p.ProjectionName == "" || p.EventType == "" || p.EventSchemaVersion == "") {
-		return Document{}, invalid("operations_projection receipts need projection name/version and event type/schema")
+	if info.RequiresProjection && p.ProjectionName == "" {
+		return Document{}, invalid("%s receipts need a projection name and version", kind)
 	}
 	doc := map[string]any{}
 	for k, v := range p.Fields {
@@ -245,12 +315,7 @@ func Build(kind Kind, p Params) (Document, error) {
 			return Document{}, invalid("field %q is reserved", k)
 		}
 	}
-	if kind == BrokerPublication {
-		if err := checkBrokerFields(p.Fields); err != nil {
-			return Document{}, err
-		}
-	}
-	if err := checkMembers(info.Kind, p); err != nil {
+	if err := r.checkMembers(p); err != nil {
 		return Document{}, err
 	}
 	ref := p.Ref
@@ -292,44 +357,75 @@ func Build(kind Kind, p Params) (Document, error) {
 	if err != nil {
 		return Document{}, invalid("marshal: %v", err)
 	}
-	return Parse(raw)
+	return c.Parse(raw)
 }
 
 // checkMembers enforces R-AK-1a: the kind's own fields and the members Build derives from p
-// (projection, event type) are registered for the kind with their JSON type; required ones are
-// present.
-func checkMembers(k Kind, p Params) error {
-	present := map[string]bool{}
+// (projection, event type) are registered for the kind with their JSON type and bounds; required
+// ones are present.
+func (r *rules) checkMembers(p Params) error {
+	k := r.Kind
+	present := make(map[string]bool, len(p.Fields)+4)
 	for name, v := range p.Fields {
-		m, ok := memberOf(k, name)
+		m, ok := r.members[name]
 		if !ok {
 			return invalid("%s receipts carry no member %q (closed documents, outbox.receipt_kind_members)", k, name)
 		}
-		if !hasJSONType(v, m.JSONType) {
-			return invalid("member %q must be a JSON %s", name, m.JSONType)
+		if err := m.check(v); err != nil {
+			return err
 		}
 		present[name] = true
 	}
 	derived := []struct {
-		name string
-		set  bool
-	}{{"projectionName", p.ProjectionName != ""}, {"projectionVersion", p.ProjectionName != ""},
-		{"eventType", p.EventType != ""}, {"eventSchemaVersion", p.EventSchemaVersion != ""}}
+		name  string
+		set   bool
+		value any
+	}{{"projectionName", p.ProjectionName != "", p.ProjectionName}, {"projectionVersion", p.ProjectionName != "", p.ProjectionVersion},
+		{"eventType", p.EventType != "", p.EventType}, {"eventSchemaVersion", p.EventSchemaVersion != "", p.EventSchemaVersion}}
 	for _, d := range derived {
 		if !d.set {
 			continue
 		}
-		if _, ok := memberOf(k, d.name); !ok {
+		m, ok := r.members[d.name]
+		if !ok {
 			return invalid("%s receipts carry no member %q (closed documents, outbox.receipt_kind_members)", k, d.name)
+		}
+		if err := m.check(d.value); err != nil {
+			return err
 		}
 		present[d.name] = true
 	}
-	for _, m := range members[k] {
+	for _, m := range r.Members {
 		if m.Required && !present[m.Name] {
 			return invalid("%s receipts carry %s", k, m.Name)
 		}
 	}
 	return nil
+}
+
+// check verifies v against the member's JSON type and bounds.
+func (m Member) check(v any) error {
+	if !hasJSONType(v, m.JSONType) {
+		return invalid("member %q must be a JSON %s", m.Name, m.JSONType)
+	}
+	if m.Minimum != nil && m.JSONType == TypeInteger && belowMinimum(v, *m.Minimum) {
+		return invalid("member %q must be at least %d", m.Name, *m.Minimum)
+	}
+	if m.MaxLength != nil && m.JSONType == TypeString && utf8.RuneCountInString(v.(string)) > *m.MaxLength {
+		return invalid("member %q must be at most %d characters", m.Name, *m.MaxLength)
+	}
+	return nil
+}
+
+func belowMinimum(v any, minimum int64) bool {
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return rv.Int() < minimum
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return minimum > 0 && rv.Uint() < uint64(minimum)
+	}
+	return false
 }
 
 func hasJSONType(v any, jsonType string) bool {
@@ -349,36 +445,22 @@ func hasJSONType(v any, jsonType string) bool {
 	return false
 }
 
-func checkBrokerFields(f Fields) error {
-	if s, ok := f["stream"].(string); !ok || s == "" {
-		return invalid("broker_publication receipts carry a stream")
-	}
-	switch f["sequence"].(type) {
-	case int, int64, uint64, uint32, int32:
-	default:
-		return invalid("broker_publication receipts carry an integer sequence")
-	}
-	if _, ok := f["duplicate"].(bool); !ok {
-		return invalid("broker_publication receipts carry a duplicate flag")
-	}
-	return nil
-}
-
 // Parse checks a complete receipt document (kind recognised by its field prefix, common fields,
 // time field, digest recomputed) and returns it in canonical form with its ack.
-func Parse(receipt []byte) (Document, error) {
-	c, err := canon.Canonicalize(receipt)
+func (c *Catalog) Parse(receipt []byte) (Document, error) {
+	cb, err := canon.Canonicalize(receipt)
 	if err != nil {
 		return Document{}, invalid("%v", err)
 	}
 	var m map[string]json.RawMessage
-	if err := json.Unmarshal(c, &m); err != nil {
+	if err := json.Unmarshal(cb, &m); err != nil {
 		return Document{}, invalid("not a JSON object")
 	}
-	info, err := kindOf(m)
+	r, err := c.kindOf(m)
 	if err != nil {
 		return Document{}, err
 	}
+	info := r.Info
 	str := func(k string) (string, bool) {
 		var s string
 		v, ok := m[k]
@@ -417,11 +499,16 @@ func Parse(receipt []byte) (Document, error) {
 	if s, _ := str("eventEnvelopeSha256"); !hexRE.MatchString(s) {
 		return Document{}, invalid("eventEnvelopeSha256 must be 64 lower-case hex digits")
 	}
-	if info.Kind == OperationsProjection {
-		for _, k := range []string{"projectionName", "projectionVersion", "eventType", "eventSchemaVersion"} {
+	if info.RequiresProjection {
+		for _, k := range []string{"projectionName", "projectionVersion"} {
 			if _, ok := m[k]; !ok {
-				return Document{}, invalid("operations_projection receipts carry %s", k)
+				return Document{}, invalid("%s receipts carry %s", info.Kind, k)
 			}
+		}
+	}
+	for _, mb := range info.Members {
+		if _, ok := m[mb.Name]; mb.Required && !ok {
+			return Document{}, invalid("%s receipts carry %s", info.Kind, mb.Name)
 		}
 	}
 	digest, ok := str(info.DigestField())
@@ -439,13 +526,13 @@ func Parse(receipt []byte) (Document, error) {
 	if err != nil {
 		return Document{}, err
 	}
-	return Document{Kind: info.Kind, Ref: ref, Digest: digest, Receipt: c, Ack: ack, Candidate: cand}, nil
+	return Document{Kind: info.Kind, Ref: ref, Digest: digest, Receipt: cb, Ack: ack, Candidate: cand}, nil
 }
 
 // VerifyDigest recomputes the digest of a complete receipt document and compares it with the
 // document's own <prefix>Digest (ErrDigestMismatch). It returns the kind and the digest.
-func VerifyDigest(receipt []byte) (Kind, string, error) {
-	d, err := Parse(receipt)
+func (c *Catalog) VerifyDigest(receipt []byte) (Kind, string, error) {
+	d, err := c.Parse(receipt)
 	if err != nil {
 		return "", "", err
 	}
@@ -454,40 +541,47 @@ func VerifyDigest(receipt []byte) (Kind, string, error) {
 
 // CheckAck verifies that ack is exactly the ActiveConsumerAck@1 of receipt (same canonical
 // bytes): what a dispatcher checks before handing both to outbox.ack_delivery.
-func CheckAck(ack, receipt []byte) error {
-	d, err := Parse(receipt)
+func (c *Catalog) CheckAck(ack, receipt []byte) error {
+	d, err := c.Parse(receipt)
 	if err != nil {
 		return err
 	}
-	c, err := canon.Canonicalize(ack)
+	ca, err := canon.Canonicalize(ack)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrAckMismatch, err)
 	}
-	if !bytes.Equal(c, d.Ack) {
+	if !bytes.Equal(ca, d.Ack) {
 		return ErrAckMismatch
 	}
 	return nil
 }
 
-func kindOf(m map[string]json.RawMessage) (Info, error) {
-	var found []Info
-	for _, i := range kinds {
-		for _, k := range []string{i.RefField(), i.SchemaVersionField(), i.AlgorithmField(), i.DigestField()} {
-			if _, ok := m[k]; ok {
-				found = append(found, i)
-				break
-			}
+// kindOf recognises a document's kind by its prefixed fields: exactly one kind's fields must be
+// present.
+func (c *Catalog) kindOf(m map[string]json.RawMessage) (*rules, error) {
+	var found *rules
+	var names []string
+	for k := range m {
+		r := c.byField[k]
+		if r == nil || r == found {
+			continue
+		}
+		if found == nil {
+			found = r
+			continue
+		}
+		if names == nil {
+			names = []string{string(found.Kind)}
+		}
+		if !slices.Contains(names, string(r.Kind)) {
+			names = append(names, string(r.Kind))
 		}
 	}
-	if len(found) != 1 {
-		names := make([]string, 0, len(found))
-		for _, f := range found {
-			names = append(names, string(f.Kind))
-		}
+	if found == nil || names != nil {
 		sort.Strings(names)
-		return Info{}, invalid("cannot tell the receipt kind (fields of %d kinds: %v)", len(found), names)
+		return nil, invalid("cannot tell the receipt kind (fields of %d kinds of the loaded catalog: %v)", len(names), names)
 	}
-	return found[0], nil
+	return found, nil
 }
 
 // candidate returns the canonical text of the document m minus its ref, digest and time.

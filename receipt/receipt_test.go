@@ -47,15 +47,15 @@ func keys(t *testing.T, raw []byte) string {
 // R-AK-1, R-AK-1a: every kind builds a receipt that parses back, with its digest, the default
 // ref and an ack of exactly the contract's keys.
 func TestBuildEveryKind(t *testing.T) {
-	for _, info := range Kinds() {
-		d, err := Build(info.Kind, params(info.Kind))
+	for _, info := range testCat.Kinds() {
+		d, err := testCat.Build(info.Kind, params(info.Kind))
 		if err != nil {
 			t.Fatalf("%s: %v", info.Kind, err)
 		}
 		if d.Ref != DefaultRef("cons", params(info.Kind).ProjectionName, params(info.Kind).ProjectionVersion, evID) {
 			t.Errorf("%s: ref %s", info.Kind, d.Ref)
 		}
-		p, err := Parse(d.Receipt)
+		p, err := testCat.Parse(d.Receipt)
 		if err != nil || p.Digest != d.Digest || string(p.Ack) != string(d.Ack) || string(p.Receipt) != string(d.Receipt) {
 			t.Fatalf("%s: parse = %+v, %v", info.Kind, p, err)
 		}
@@ -79,15 +79,15 @@ func TestBuildEveryKind(t *testing.T) {
 
 // R-AK-1a: the digest covers everything but the ref, the digest and the time.
 func TestDigestCandidate(t *testing.T) {
-	a, _ := Build(MeteringInputProcessor, params(MeteringInputProcessor))
+	a, _ := testCat.Build(MeteringInputProcessor, params(MeteringInputProcessor))
 	p := params(MeteringInputProcessor)
 	p.Ref, p.Time = "another-ref", p.Time.Add(time.Hour)
-	b, _ := Build(MeteringInputProcessor, p)
+	b, _ := testCat.Build(MeteringInputProcessor, p)
 	if a.Digest != b.Digest {
 		t.Fatal("ref or time changed the digest")
 	}
 	p.Fields = Fields{"consumerOutcome": "other"}
-	c, _ := Build(MeteringInputProcessor, p)
+	c, _ := testCat.Build(MeteringInputProcessor, p)
 	if c.Digest == a.Digest {
 		t.Fatal("a kind field did not change the digest")
 	}
@@ -96,13 +96,13 @@ func TestDigestCandidate(t *testing.T) {
 	_ = json.Unmarshal(a.Receipt, &m)
 	m["consumerOutcome"] = "tampered"
 	raw, _ := json.Marshal(m)
-	if _, _, err := VerifyDigest(raw); !errors.Is(err, ErrDigestMismatch) {
+	if _, _, err := testCat.VerifyDigest(raw); !errors.Is(err, ErrDigestMismatch) {
 		t.Fatalf("tampered receipt: %v, want ErrDigestMismatch", err)
 	}
-	if err := CheckAck(b.Ack, a.Receipt); !errors.Is(err, ErrAckMismatch) {
+	if err := testCat.CheckAck(b.Ack, a.Receipt); !errors.Is(err, ErrAckMismatch) {
 		t.Fatalf("ack of another receipt: %v, want ErrAckMismatch", err)
 	}
-	if err := CheckAck(a.Ack, a.Receipt); err != nil {
+	if err := testCat.CheckAck(a.Ack, a.Receipt); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -132,11 +132,11 @@ func TestBuildRejects(t *testing.T) {
 	}
 	for name, f := range cases {
 		p := params(MeteringInputProcessor)
-		if _, err := Build(f(&p), p); !errors.Is(err, ErrInvalid) {
+		if _, err := testCat.Build(f(&p), p); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
 		}
 	}
-	if _, err := Parse([]byte(`{"meteringInputProcessorConsumerReceiptRef":"a","brokerPublicationReceiptRef":"b"}`)); !errors.Is(err, ErrInvalid) {
+	if _, err := testCat.Parse([]byte(`{"meteringInputProcessorConsumerReceiptRef":"a","brokerPublicationReceiptRef":"b"}`)); !errors.Is(err, ErrInvalid) {
 		t.Errorf("two kinds: %v", err)
 	}
 }
@@ -145,12 +145,12 @@ func TestBuildRejects(t *testing.T) {
 // time; its SHA-256 is the digest; Build returns the same bytes; a non-canonical receipt text
 // gives the same candidate; a document without a kind is refused.
 func TestDigestCandidateText(t *testing.T) {
-	for _, info := range Kinds() {
-		d, err := Build(info.Kind, params(info.Kind))
+	for _, info := range testCat.Kinds() {
+		d, err := testCat.Build(info.Kind, params(info.Kind))
 		if err != nil {
 			t.Fatal(err)
 		}
-		k, cand, err := DigestCandidate(d.Receipt)
+		k, cand, err := testCat.DigestCandidate(d.Receipt)
 		if err != nil || k != info.Kind {
 			t.Fatalf("%s: %s, %v", info.Kind, k, err)
 		}
@@ -170,22 +170,22 @@ func TestDigestCandidateText(t *testing.T) {
 			t.Fatalf("%s: candidate %s, want %s", info.Kind, cand, c)
 		}
 		pretty, _ := json.MarshalIndent(json.RawMessage(d.Receipt), "", "  ")
-		if _, again, err := DigestCandidate(pretty); err != nil || string(again) != string(cand) {
+		if _, again, err := testCat.DigestCandidate(pretty); err != nil || string(again) != string(cand) {
 			t.Fatalf("%s: pretty receipt: %s, %v", info.Kind, again, err)
 		}
 	}
-	if _, _, err := DigestCandidate([]byte(`{"a":1}`)); !errors.Is(err, ErrInvalid) {
+	if _, _, err := testCat.DigestCandidate([]byte(`{"a":1}`)); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("no kind: %v", err)
 	}
-	if _, _, err := DigestCandidate([]byte(`{"a":1.5}`)); !errors.Is(err, ErrInvalid) {
+	if _, _, err := testCat.DigestCandidate([]byte(`{"a":1.5}`)); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("float: %v", err)
 	}
 }
 
 // R-AK-1a: the members table lists every kind, sorted, with JSON types the database knows.
 func TestMembersSorted(t *testing.T) {
-	for _, info := range Kinds() {
-		ms := Members(info.Kind)
+	for _, info := range testCat.Kinds() {
+		ms := testCat.Members(info.Kind)
 		if len(ms) == 0 {
 			t.Fatalf("%s: no members", info.Kind)
 		}

@@ -33,12 +33,12 @@ const (
 	MailboxDestination        = "mailbox_events"
 	MailboxConsumerName       = "mailbox_events_consumer"
 	MailboxDestinationReceipt = "MeteringInputProcessorConsumerReceipt"
-	mailboxDestinationKind    = "metering_input_processor"
+	mailboxDestinationKind    = string(MeteringInputProcessorKind)
 )
 
 // MailboxHandler is the reference mailbox.Handler, the one cmd/mailboxpump and the demo run by
 // default. It maps a message {key, type, data} to one business record per identity
-// (mailbox.apply_reference_effect) and one outbound event whose aggregate is key and whose
+// (refmailbox.apply_reference_effect) and one outbound event whose aggregate is key and whose
 // revision is the key's processing sequence (SPEC R-MX-9, R-MX-10). The business identity is
 // the jcs-sha256 digest of the message: an upstream resend of the same content under a new
 // msg_id is a duplicate (R-MX-9) and produces no second record and no second event.
@@ -90,11 +90,11 @@ func (h MailboxHandler) Handle(ctx context.Context, tx pgx.Tx, source string, he
 			return mailbox.Result{}, mailbox.Reject("rejected by handler: %s", why)
 		}
 	}
-	outcome, rev, err := pgcall.ApplyReferenceEffect(ctx, tx, source, head.MsgID, head.LeaseToken, identity, *m.Key, *m.Type)
+	outcome, rev, err := ApplyReferenceEffect(ctx, tx, source, head.MsgID, head.LeaseToken, identity, *m.Key, *m.Type)
 	if err != nil {
 		return mailbox.Result{}, err
 	}
-	if outcome == pgcall.EffectDuplicate {
+	if outcome == EffectDuplicate {
 		return mailbox.Result{Outcome: mailbox.Succeeded}, nil // one identity, one effective record (R-MX-9)
 	}
 	payload, err := json.Marshal(map[string]any{"source": source, "msgId": fmt.Sprint(head.MsgID), "type": *m.Type, "data": m.Data})

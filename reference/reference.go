@@ -67,6 +67,16 @@ var (
 	MeteringSettlementInput            = consumer.EventKey{EventType: "metering.settlement-input.current-changed@1", SchemaVersion: "1"}
 )
 
+// The reference release's receipt kinds (SPEC R-AK-1a): rows of outbox.receipt_kinds registered
+// for the reference release, not compiled into the kit (receipt.Catalog reads their rules from the
+// database). broker_publication is the kernel's own (receipt.BrokerPublication).
+const (
+	OperationsProjectionKind           receipt.Kind = "operations_projection"
+	MeteringInputProcessorKind         receipt.Kind = "metering_input_processor"
+	BillingFinalizationCoordinatorKind receipt.Kind = "billing_finalization_coordinator"
+	BillingSettlementCatchUpKind       receipt.Kind = "billing_settlement_catch_up"
+)
+
 // Spec is one reference consumer. Fields may be adjusted (e.g. Schema, Ordered) before Config.
 type Spec struct {
 	ConsumerName      string
@@ -90,7 +100,7 @@ type Spec struct {
 func All() []Spec {
 	return []Spec{
 		{
-			ConsumerName: OperationsProjector, Destination: "core_operations", Kind: receipt.OperationsProjection,
+			ConsumerName: OperationsProjector, Destination: "core_operations", Kind: OperationsProjectionKind,
 			ProjectionName: ProjectionName, ProjectionVersion: ProjectionVersion,
 			Events: []consumer.EventKey{RunCreated, WalletReserved, BillingFinalizationCommitted, BillingSettlementTransition,
 				BillingLateExposureCaseRequested, BillingCaseResolutionApplied, BillingLateCommandResult,
@@ -99,19 +109,19 @@ func All() []Spec {
 		},
 		{
 			ConsumerName: MeteringInputProcessorConsumer, Destination: "metering_input_processor",
-			Kind:   receipt.MeteringInputProcessor,
+			Kind:   MeteringInputProcessorKind,
 			Events: []consumer.EventKey{ExecutionAttemptEligibility, GatewayEvidenceAvailability},
 			Schema: "refconsumer_metering_input", ddl: recorderDDL, apply: recorderApply, mutate: recorderMutate,
 		},
 		{
 			ConsumerName: BillingFinalizationCoordinatorConsumer, Destination: "billing_finalization_coordinator",
-			Kind:   receipt.BillingFinalizationCoordinator,
+			Kind:   BillingFinalizationCoordinatorKind,
 			Events: []consumer.EventKey{ExecutionRunFinalizationClosed, BillingReconciliationResolution},
 			Schema: "refconsumer_billing_finalization", ddl: recorderDDL, apply: recorderApply, mutate: recorderMutate,
 		},
 		{
 			ConsumerName: BillingSettlementCatchUpConsumer, Destination: "billing_settlement_catch_up",
-			Kind:   receipt.BillingSettlementCatchUp,
+			Kind:   BillingSettlementCatchUpKind,
 			Events: []consumer.EventKey{MeteringSettlementInput},
 			Schema: "refconsumer_billing_settlement", ddl: recorderDDL, apply: recorderApply, mutate: recorderMutate,
 		},
@@ -181,14 +191,15 @@ func (s Spec) MutateConfig(pool consumer.TxBeginner) consumer.Config {
 	return cfg
 }
 
-// New returns the kit for this consumer over pool; edit (optional) adjusts the configuration
-// first (authentication, Role, Logger, limits).
-func (s Spec) New(pool consumer.TxBeginner, edit func(*consumer.Config)) (*consumer.Consumer, error) {
+// New returns the kit for this consumer over pool (which loads the receipt catalog from the
+// database); edit (optional) adjusts the configuration first (authentication, Role, Logger,
+// limits).
+func (s Spec) New(ctx context.Context, pool consumer.TxBeginner, edit func(*consumer.Config)) (*consumer.Consumer, error) {
 	cfg := s.Config(pool)
 	if edit != nil {
 		edit(&cfg)
 	}
-	return consumer.New(cfg)
+	return consumer.New(ctx, cfg)
 }
 
 // countEffect is the effects counter every reference consumer bumps once per application.

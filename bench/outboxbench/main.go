@@ -43,8 +43,12 @@ const (
 	eventType   = "execution.attempt-eligibility.finalized@1"
 	eventSchema = "1"
 	destination = "metering_input_processor"
-	receiptKind = receipt.MeteringInputProcessor
+	receiptKind = reference.MeteringInputProcessorKind
 )
+
+// receipts is the receipt catalog of the bench database (receipt.LoadCatalog), loaded once the
+// database is migrated.
+var receipts *receipt.Catalog
 
 type options struct {
 	server, dbName, mode string
@@ -137,15 +141,18 @@ func run(ctx context.Context, o options) (string, error) {
 	default:
 		return "", fmt.Errorf("unknown -mode %q (p1, p2, p6, p3 or p3c)", o.mode)
 	}
-	if err := selfCheck(); err != nil {
-		return "", err
-	}
 	dsn, err := migrate.FreshDatabase(ctx, o.server, o.dbName)
 	if err != nil {
 		return "", err
 	}
 	if !o.keep {
 		defer func() { _ = migrate.DropDatabase(context.Background(), o.server, o.dbName) }()
+	}
+	if err := loadReceipts(ctx, dsn); err != nil {
+		return "", err
+	}
+	if err := selfCheck(); err != nil {
+		return "", err
 	}
 	if !o.budget { // before any session of the bench database starts
 		if err := statsOff(ctx, o.server, o.dbName); err != nil {
@@ -469,7 +476,7 @@ func ackBatch(ctx context.Context, db pgcall.DBTX, items []ackItem) ([]itemOutco
 // its ActiveConsumerAck@1, with the receipt package (what a dispatcher whose consumer answers
 // in Go has in hand), plus the receipt's digest candidate text.
 func buildAck(c pgcall.ClaimedDelivery) (ackItem, error) {
-	doc, err := receipt.Build(receiptKind, receipt.Params{
+	doc, err := receipts.Build(receiptKind, receipt.Params{
 		Destination: c.Destination, ConsumerName: c.ConsumerName, EventID: c.EventID,
 		EventEnvelopeSHA256: c.EventEnvelopeSHA256,
 	})
@@ -489,7 +496,7 @@ func buildAck(c pgcall.ClaimedDelivery) (ackItem, error) {
 // candidateText returns the canonical text of the receipt's digest candidate: the document
 // minus <prefix>Ref, <prefix>Digest and the time field (receipt package doc comment).
 func candidateText(d receipt.Document) (string, error) {
-	info, _ := receipt.Lookup(d.Kind)
+	info, _ := receipts.Lookup(d.Kind)
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(d.Receipt, &m); err != nil {
 		return "", err
@@ -505,9 +512,20 @@ func candidateText(d receipt.Document) (string, error) {
 	return string(c), err
 }
 
+// loadReceipts loads the receipt catalog of the database at dsn.
+func loadReceipts(ctx context.Context, dsn string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	receipts, err = receipt.LoadCatalog(ctx, conn)
+	return err
+}
+
 // selfCheck verifies once that candidateText hashes to the digest the receipt package computed.
 func selfCheck() error {
-	doc, err := receipt.Build(receiptKind, receipt.Params{Destination: destination, ConsumerName: "metering_input_processor_consumer",
+	doc, err := receipts.Build(receiptKind, receipt.Params{Destination: destination, ConsumerName: "metering_input_processor_consumer",
 		EventID: "00000000-0000-4000-8000-000000000001", EventEnvelopeSHA256: strings.Repeat("ab", 32)})
 	if err != nil {
 		return err

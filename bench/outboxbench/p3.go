@@ -79,7 +79,7 @@ func runP3(ctx context.Context, o options, dsn string, admin *pgx.Conn, prods []
 	if err := spec.Install(ctx, cpool, "outbox_consumer"); err != nil {
 		return "", err
 	}
-	kit, err := spec.New(cpool, func(c *consumer.Config) {
+	kit, err := spec.New(context.Background(), cpool, func(c *consumer.Config) {
 		c.Role = "outbox_consumer"
 		c.HMACSecret = []byte(p3Secret)
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -34,6 +34,10 @@ commands:
   release activate FILE [SOURCE_RELEASE]   register FILE (a no-op when registered identically) and activate it
   release activate-reference               activate the reference release (registering it if needed)
   release list                             registered definitions with status
+  reference install                        install the reference release on a migrated database (make
+                                           migrate-reference): receipt kinds, destinations, refinements,
+                                           projection version, observation schemas (as outbox_registrar)
+                                           and the reference schemas (as the connecting user); rerun: no-op
   audit                                    grant matrix and trigger list, stable text for diffs
   status                                   per-destination delivery status (read-only)
   quarantine list [--destination D] [--reason R]
@@ -125,6 +129,8 @@ func run(ctx context.Context, dsn string, args []string, out io.Writer) error {
 	switch args[0] {
 	case "release":
 		return runRelease(ctx, dsn, args[1:], out)
+	case "reference":
+		return runReference(ctx, dsn, args[1:], out)
 	case "audit":
 		return runAudit(ctx, dsn, args[1:], out)
 	case "status":

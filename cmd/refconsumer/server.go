@@ -124,7 +124,7 @@ func newServer(ctx context.Context, log *slog.Logger, opts []serveOptions) (*ser
 		kc.SignatureWindow, kc.AcceptBodyOnlySignature = o.signatureWindow, o.acceptBodyOnly
 		kc.UnauthenticatedReadGrace, kc.MinUnauthenticatedBodyRate, kc.UnauthenticatedStall = o.unauthGrace, o.unauthRate, o.unauthStall
 		kc.Logger = log
-		kit, err := consumer.New(kc)
+		kit, err := consumer.New(ctx, kc)
 		if err != nil {
 			pool.Close()
 			cancel()

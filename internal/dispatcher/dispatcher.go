@@ -89,6 +89,11 @@ type Dispatcher struct {
 	hard       context.Context
 	hardCancel context.CancelFunc
 	abandoned  atomic.Int64
+	// The database's catalogs, loaded by Preflight (or Run, when Preflight was skipped): the
+	// normalized error codes (outbox.error_codes, SPEC R-AK-7) every consumer answer is checked
+	// against, and the receipt kinds (SPEC §13) for receipt digest candidates and broker receipts.
+	codes    atomic.Pointer[transport.Codes]
+	receipts atomic.Pointer[receipt.Catalog]
 }
 
 // New checks the options and returns a Dispatcher.
@@ -153,10 +158,39 @@ var errShutdown = errors.New("shutdown grace expired before the outcome could be
 // ErrNoActiveDeliverySet is returned by Preflight and Ready when no delivery set is active.
 var ErrNoActiveDeliverySet = errors.New("no active delivery set (register and activate one first; R-DP-6)")
 
+// loadCatalogs reads the error codes and the receipt kinds from the database and hands the
+// receipt catalog to the transports that build receipts (JetStream). A kind or code registered
+// later is known after the next Preflight (a restart).
+func (d *Dispatcher) loadCatalogs(ctx context.Context) error {
+	codes, err := transport.LoadCodes(ctx, d.pool)
+	if err != nil {
+		return err
+	}
+	receipts, err := receipt.LoadCatalog(ctx, d.pool)
+	if err != nil {
+		return err
+	}
+	d.codes.Store(codes)
+	d.receipts.Store(receipts)
+	for _, t := range d.transports {
+		if u, ok := t.(transport.ReceiptCatalogUser); ok {
+			u.SetReceiptCatalog(receipts)
+		}
+	}
+	return nil
+}
+
+// Codes returns the error codes loaded by Preflight (nil before).
+func (d *Dispatcher) Codes() *transport.Codes { return d.codes.Load() }
+
 // Preflight refuses an unsafe start (R-DP-6): no active delivery set, a configured destination
 // the database does not know, or a JetStream destination whose receipt kind is not
-// broker_publication (and the converse).
+// broker_publication (and the converse). It loads the error codes and receipt kinds the loop
+// uses from the database (issue 34).
 func (d *Dispatcher) Preflight(ctx context.Context) error {
+	if err := d.loadCatalogs(ctx); err != nil {
+		return fmt.Errorf("preflight: %w", err)
+	}
 	if _, err := pgcall.ActiveDeliverySet(ctx, d.pool); err != nil {
 		if errors.Is(err, pgcall.ErrNoActiveDeliverySet) {
 			return ErrNoActiveDeliverySet
@@ -217,6 +251,14 @@ func (e *DrainError) Error() string {
 // rest without recording anything for them (their leases expire; recovery and re-delivery
 // follow, R-AK-8). It returns nil after a clean drain, *DrainError otherwise.
 func (d *Dispatcher) Run(ctx context.Context) error {
+	if d.codes.Load() == nil || d.receipts.Load() == nil {
+		lctx, cancel := context.WithTimeout(ctx, d.cfg.StatementTimeout+5*time.Second)
+		err := d.loadCatalogs(lctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("dispatcher: %w", err)
+		}
+	}
 	bg, bgCancel := context.WithCancel(context.Background())
 	var aux sync.WaitGroup
 	aux.Add(3)
@@ -529,7 +571,7 @@ func (d *Dispatcher) handle(r pgcall.ClaimedDelivery, claimedAt time.Time) {
 		d.retry(j, code, "")
 		return
 	}
-	res = transport.Normalize(res)
+	res = d.codes.Load().Normalize(res)
 	switch res.Status {
 	case wire.Acknowledged:
 		// Observed by ack with the kernel's verdict (acknowledged | ack_rejected | ack_unrecorded).
@@ -668,7 +710,7 @@ func (d *Dispatcher) ack(j *job, res wire.Result) {
 	// database its PL/pgSQL canonicalization (it still checks the candidate against the receipt
 	// and falls back to canonicalizing itself when it is not exactly that).
 	item := pgcall.AckItem{Fence: j.fence, Ack: res.Ack, Receipt: res.Receipt}
-	if _, cand, err := receipt.DigestCandidate(res.Receipt); err == nil {
+	if _, cand, err := d.receipts.Load().DigestCandidate(res.Receipt); err == nil {
 		item.ReceiptDigestCandidate = string(cand)
 	}
 	one := func(ctx context.Context) (string, error) {

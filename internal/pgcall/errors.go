@@ -86,3 +86,8 @@ func SQLState(err error) string {
 	}
 	return ""
 }
+
+// InterpretError is interpretError for the wrappers of functions outside the kernel (a
+// release's own SQL, e.g. the reference mailbox effect): a kernel SQLSTATE becomes an *Error
+// with its sentinel, anything else is wrapped with the call's name.
+func InterpretError(call string, err error) error { return interpretError(call, err) }

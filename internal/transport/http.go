@@ -134,10 +134,13 @@ func (h *HTTP) Deliver(ctx context.Context, d wire.Delivery) (wire.Result, error
 // MapHTTPResponse is the response mapping of docs/transport-http.md:
 //   - 200 with a JSON object holding exactly "ack" and "receipt", both JSON objects → Acknowledged;
 //   - any other 2xx, or a 200 whose body is not that → Retryable invalid_ack;
-//   - 409/422 with {"code": <non-retryable code>} → NonRetryable code;
-//   - 429/503 with {"code": <retryable code>} → Retryable code;
-//   - anything else (other statuses, missing/unknown codes, a code of the wrong class for the
-//     status) → Retryable consumer_unavailable.
+//   - 409/422 with {"code": <code>} → NonRetryable code;
+//   - 429/503 with {"code": <code>} → Retryable code;
+//   - anything else (other statuses, a missing code) → Retryable consumer_unavailable.
+//
+// Whether the code exists and is of the status's class is the database's list (outbox.error_codes):
+// the dispatcher checks it with Codes.Normalize, which turns an unknown code or one of the wrong
+// class into Retryable consumer_unavailable.
 func MapHTTPResponse(status int, body []byte) wire.Result {
 	switch {
 	case status == http.StatusOK:
@@ -149,11 +152,11 @@ func MapHTTPResponse(status int, body []byte) wire.Result {
 	case status >= 200 && status < 300:
 		return wire.Result{Status: wire.Retryable, Code: CodeInvalidAck, Ref: "http:status_" + strconv.Itoa(status)}
 	case status == http.StatusConflict || status == http.StatusUnprocessableEntity:
-		if e, ok := parseError(body); ok && NonRetryableCodes[e.Code] {
+		if e, ok := parseError(body); ok {
 			return wire.Result{Status: wire.NonRetryable, Code: e.Code, Ref: SanitizeRef(e.Ref)}
 		}
 	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
-		if e, ok := parseError(body); ok && RetryableCodes[e.Code] {
+		if e, ok := parseError(body); ok {
 			return wire.Result{Status: wire.Retryable, Code: e.Code, Ref: SanitizeRef(e.Ref)}
 		}
 	}

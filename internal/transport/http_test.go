@@ -15,6 +15,8 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/config"
+	"github.com/oceanway/pgoutbox/internal/pgcall"
+	"github.com/oceanway/pgoutbox/receipt"
 	"github.com/oceanway/pgoutbox/wire"
 )
 
@@ -103,6 +105,32 @@ func TestHTTPBearerAndNoProjectionHeader(t *testing.T) {
 	}
 }
 
+// testCodes is test data shaped like the rows of outbox.error_codes (the dispatcher loads the
+// real ones at preflight; tests/dispatcher checks that path against the database).
+var testCodes = NewCodes([]pgcall.ErrorCode{
+	{Code: "consumer_unavailable", Retryable: true}, {Code: "consumer_timeout", Retryable: true},
+	{Code: "capacity_protection", Retryable: true}, {Code: "transport_error", Retryable: true},
+	{Code: "invalid_ack", Retryable: true}, {Code: "awaiting_revision", Retryable: true},
+	{Code: "database_unavailable", Retryable: true},
+	{Code: "unsupported_schema"}, {Code: "unknown_event_type"}, {Code: "digest_conflict"}, {Code: "envelope_invalid"},
+	{Code: "receipt_conflict"}, {Code: "consumer_rejected"}, {Code: "retry_exhausted"},
+})
+
+// testReceipts is a catalog with the broker_publication kind as the kernel registers it.
+func testReceipts(t *testing.T) *receipt.Catalog {
+	t.Helper()
+	zero := int64(0)
+	c, err := receipt.NewCatalog([]receipt.Info{{Kind: receipt.BrokerPublication, ReceiptType: "BrokerPublicationReceipt",
+		Prefix: "brokerPublicationReceipt", TimeField: "publishedAt", SchemaVersion: 1, Members: []receipt.Member{
+			{Name: "duplicate", JSONType: receipt.TypeBoolean, Required: true},
+			{Name: "sequence", JSONType: receipt.TypeInteger, Required: true, Minimum: &zero},
+			{Name: "stream", JSONType: receipt.TypeString, Required: true}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // The response mapping of docs/transport-http.md, case by case.
 func TestHTTPResponseMapping(t *testing.T) {
 	t.Parallel()
@@ -156,6 +184,7 @@ func TestHTTPResponseMapping(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			res = testCodes.Normalize(res) // the class check against outbox.error_codes (the dispatcher's)
 			if res.Status != c.want || res.Code != c.code {
 				t.Fatalf("got %s/%q, want %s/%q", res.Status, res.Code, c.want, c.code)
 			}
@@ -220,7 +249,7 @@ func TestNormalize(t *testing.T) {
 		{wire.Result{Status: 0, Code: "x"}, wire.Result{Status: wire.Retryable, Code: "consumer_unavailable"}},
 	}
 	for _, c := range cases {
-		got := Normalize(c.in)
+		got := testCodes.Normalize(c.in)
 		if got.Status != c.want.Status || got.Code != c.want.Code || got.Ref != c.want.Ref {
 			t.Errorf("Normalize(%+v) = %+v, want %+v", c.in, got, c.want)
 		}
@@ -234,9 +263,12 @@ func TestBrokerReceiptShape(t *testing.T) {
 	t.Parallel()
 	d := sampleDelivery()
 	d.Destination, d.ConsumerName = "broker_events", "jetstream_broker"
-	d.ExpectedReceiptType = BrokerReceiptType
+	d.ExpectedReceiptType = "BrokerPublicationReceipt"
 	at := time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.FixedZone("x", 3600))
-	ack, receipt, err := BrokerReceipt(d, "EVENTS", 42, true, at)
+	if _, _, err := BrokerReceipt(nil, d, "EVENTS", 42, true, at); err == nil {
+		t.Fatal("built without a catalog")
+	}
+	ack, receipt, err := BrokerReceipt(testReceipts(t), d, "EVENTS", 42, true, at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +315,7 @@ func TestBrokerReceiptShape(t *testing.T) {
 	if c, _ := canon.Canonicalize(receipt); string(c) != string(receipt) {
 		t.Fatal("receipt not canonical")
 	}
-	if _, _, err := BrokerReceipt(d, "EVENTS", 1<<60, false, at); err == nil {
+	if _, _, err := BrokerReceipt(testReceipts(t), d, "EVENTS", 1<<60, false, at); err == nil {
 		t.Fatal("unsafe sequence accepted")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -17,12 +18,9 @@ import (
 	"github.com/oceanway/pgoutbox/wire"
 )
 
-// Broker receipt kind (SPEC R-AK-1): the receipt the dispatcher builds from a JetStream PubAck.
-const (
-	BrokerReceiptKind          = "broker_publication"
-	BrokerReceiptType          = "BrokerPublicationReceipt"
-	BrokerReceiptSchemaVersion = 1
-)
+// BrokerReceiptKind is the receipt kind the dispatcher builds from a JetStream PubAck (SPEC
+// R-AK-1); its type, schema version and members are the database's (receipt.Catalog).
+const BrokerReceiptKind = string(receipt.BrokerPublication)
 
 // JetStreamOptions configure one JetStream destination.
 type JetStreamOptions struct {
@@ -48,7 +46,19 @@ type JetStream struct {
 	nc   *nats.Conn
 	js   jetstream.JetStream
 	now  func() time.Time
+	// receipts is the receipt catalog the broker receipts are built with, loaded from the
+	// database by the dispatcher's preflight (SetReceiptCatalog).
+	receipts atomic.Pointer[receipt.Catalog]
 }
+
+// ReceiptCatalogUser is a transport that builds receipts itself (JetStream): the dispatcher hands
+// it the receipt catalog it loaded at preflight.
+type ReceiptCatalogUser interface {
+	SetReceiptCatalog(c *receipt.Catalog)
+}
+
+// SetReceiptCatalog sets the catalog broker receipts are built with.
+func (j *JetStream) SetReceiptCatalog(c *receipt.Catalog) { j.receipts.Store(c) }
 
 // NewJetStream connects to NATS. The connection reconnects by itself for the process lifetime.
 func NewJetStream(opts JetStreamOptions) (*JetStream, error) {
@@ -78,7 +88,12 @@ func NewJetStream(opts JetStreamOptions) (*JetStream, error) {
 
 // Deliver publishes and builds the receipt and ack from the PubAck.
 func (j *JetStream) Deliver(ctx context.Context, d wire.Delivery) (wire.Result, error) {
-	if d.ExpectedReceiptType != BrokerReceiptType || d.ExpectedReceiptSchemaVersion != BrokerReceiptSchemaVersion {
+	cat := j.receipts.Load()
+	if cat == nil {
+		return wire.Result{}, errors.New("jetstream transport: no receipt catalog loaded (dispatcher preflight)")
+	}
+	if info, ok := cat.Lookup(receipt.BrokerPublication); !ok || d.ExpectedReceiptType != info.ReceiptType ||
+		d.ExpectedReceiptSchemaVersion != info.SchemaVersion {
 		return wire.Result{}, fmt.Errorf("jetstream transport: destination %s expects %s@%d, not a broker receipt",
 			d.Destination, d.ExpectedReceiptType, d.ExpectedReceiptSchemaVersion)
 	}
@@ -102,7 +117,7 @@ func (j *JetStream) Deliver(ctx context.Context, d wire.Delivery) (wire.Result, 
 	if j.opts.Stream != "" && pa.Stream != j.opts.Stream {
 		return wire.Result{}, fmt.Errorf("jetstream transport: PubAck from stream %q, configured %q", pa.Stream, j.opts.Stream)
 	}
-	ack, receipt, err := BrokerReceipt(d, pa.Stream, pa.Sequence, pa.Duplicate, j.now())
+	ack, receipt, err := BrokerReceipt(cat, d, pa.Stream, pa.Sequence, pa.Duplicate, j.now())
 	if err != nil {
 		return wire.Result{}, err
 	}
@@ -111,15 +126,18 @@ func (j *JetStream) Deliver(ctx context.Context, d wire.Delivery) (wire.Result, 
 
 // BrokerReceipt builds the BrokerPublicationReceipt document of a PubAck and the
 // ActiveConsumerAck@1 that refers to it (SPEC R-AK-1, R-AK-1a) with the receipt package, like
-// any consumer; the ref is "<stream>:<sequence>".
-func BrokerReceipt(d wire.Delivery, stream string, sequence uint64, duplicate bool, at time.Time) (ack, doc json.RawMessage, err error) {
+// any consumer, with the catalog loaded from the database; the ref is "<stream>:<sequence>".
+func BrokerReceipt(cat *receipt.Catalog, d wire.Delivery, stream string, sequence uint64, duplicate bool, at time.Time) (ack, doc json.RawMessage, err error) {
+	if cat == nil {
+		return nil, nil, errors.New("jetstream transport: no receipt catalog loaded (dispatcher preflight)")
+	}
 	if stream == "" {
 		return nil, nil, errors.New("jetstream transport: PubAck without stream")
 	}
 	if sequence == 0 || sequence > canon.MaxSafeInteger {
 		return nil, nil, fmt.Errorf("jetstream transport: PubAck sequence %d outside 1..2^53-1", sequence)
 	}
-	built, err := receipt.Build(receipt.BrokerPublication, receipt.Params{
+	built, err := cat.Build(receipt.BrokerPublication, receipt.Params{
 		Ref:         stream + ":" + strconv.FormatUint(sequence, 10),
 		Destination: d.Destination, ConsumerName: d.ConsumerName, EventID: d.EventID,
 		EventEnvelopeSHA256: d.EnvelopeSHA256, Time: at,

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"regexp"
 
+	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/wire"
 )
 
@@ -22,27 +23,39 @@ type Transport interface {
 	Close() error
 }
 
-// Normalized error codes (SPEC R-AK-7), mirroring the rows of outbox.error_codes.
-var (
-	RetryableCodes = map[string]bool{
-		"consumer_unavailable": true,
-		"consumer_timeout":     true,
-		"capacity_protection":  true,
-		"transport_error":      true,
-		"invalid_ack":          true,
-		"awaiting_revision":    true,
-		"database_unavailable": true,
+// Codes is the closed list of normalized error codes (SPEC R-AK-7) with their class, as the
+// database has them: the rows of outbox.error_codes, read with LoadCodes at the dispatcher's
+// preflight (issue 34: no copy of the table in Go). Immutable after construction.
+type Codes struct {
+	retryable map[string]bool // code -> retryable
+}
+
+// NewCodes returns the code list of rows (pgcall.ErrorCodeCatalog).
+func NewCodes(rows []pgcall.ErrorCode) *Codes {
+	c := &Codes{retryable: make(map[string]bool, len(rows))}
+	for _, r := range rows {
+		c.retryable[r.Code] = r.Retryable
 	}
-	NonRetryableCodes = map[string]bool{
-		"unsupported_schema": true,
-		"unknown_event_type": true,
-		"digest_conflict":    true,
-		"envelope_invalid":   true,
-		"receipt_conflict":   true,
-		"consumer_rejected":  true,
-		"retry_exhausted":    true,
+	return c
+}
+
+// LoadCodes reads the normalized error codes from the database (outbox.error_code_catalog).
+func LoadCodes(ctx context.Context, db pgcall.DBTX) (*Codes, error) {
+	rows, err := pgcall.ErrorCodeCatalog(ctx, db)
+	if err != nil {
+		return nil, fmt.Errorf("error codes: %w", err)
 	}
-)
+	if len(rows) == 0 {
+		return nil, errors.New("error codes: outbox.error_codes is empty")
+	}
+	return NewCodes(rows), nil
+}
+
+// Retryable reports whether code is a known retryable code.
+func (c *Codes) Retryable(code string) bool { r, ok := c.retryable[code]; return ok && r }
+
+// NonRetryable reports whether code is a known non-retryable code.
+func (c *Codes) NonRetryable(code string) bool { r, ok := c.retryable[code]; return ok && !r }
 
 // Codes used by the dispatcher and the transports themselves.
 const (
@@ -66,21 +79,22 @@ func SanitizeRef(ref string) string {
 	return ""
 }
 
-// Normalize maps a consumer's answer onto the closed list: a Retryable answer with a code outside
-// the retryable list, or a NonRetryable answer with a code outside the non-retryable list,
-// becomes Retryable consumer_unavailable (an inconsistent answer is never quarantined); an
-// unknown status likewise. Refs are sanitized. Acknowledged answers pass unchanged.
-func Normalize(r wire.Result) wire.Result {
+// Normalize maps a consumer's answer onto the closed list c: a Retryable answer with a code
+// outside the retryable codes, or a NonRetryable answer with a code outside the non-retryable
+// codes, becomes Retryable consumer_unavailable (an inconsistent or unknown answer is never
+// quarantined); an unknown status likewise. Refs are sanitized. Acknowledged answers pass
+// unchanged.
+func (c *Codes) Normalize(r wire.Result) wire.Result {
 	r.Ref = SanitizeRef(r.Ref)
 	switch r.Status {
 	case wire.Acknowledged:
 		return r
 	case wire.Retryable:
-		if !RetryableCodes[r.Code] {
+		if !c.Retryable(r.Code) {
 			return wire.Result{Status: wire.Retryable, Code: CodeConsumerUnavailable, Ref: r.Ref}
 		}
 	case wire.NonRetryable:
-		if !NonRetryableCodes[r.Code] {
+		if !c.NonRetryable(r.Code) {
 			return wire.Result{Status: wire.Retryable, Code: CodeConsumerUnavailable, Ref: r.Ref}
 		}
 	default:

@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -26,7 +27,7 @@ func BenchmarkConsumerDeliver(b *testing.B) {
 				cfg = spec.MutateConfig(pool)
 			}
 			cfg.Role = consumerfix.Role
-			kit, err := consumer.New(cfg)
+			kit, err := consumer.New(context.Background(), cfg)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -177,7 +177,7 @@ func TestConsumerHTTPRetryableAndBearer(t *testing.T) {
 	}
 	defer dead.Close()
 	spec := consumerfix.Spec(t, reference.BillingSettlementCatchUpConsumer)
-	deadKit, err := consumer.New(func() consumer.Config {
+	deadKit, err := consumer.New(context.Background(), func() consumer.Config {
 		c := spec.Config(dead)
 		c.HMACSecret = consumerfix.Secret
 		return c

@@ -11,8 +11,8 @@ import (
 
 	"github.com/oceanway/pgoutbox/consumer"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/consumerfix"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
-	"github.com/oceanway/pgoutbox/receipt"
 	"github.com/oceanway/pgoutbox/reference"
 	"github.com/oceanway/pgoutbox/wire"
 )
@@ -232,7 +232,7 @@ func TestReferenceConsumersMatchRelease(t *testing.T) {
 			want[m.ConsumerName] = map[consumer.EventKey]bool{}
 		}
 		want[m.ConsumerName][consumer.EventKey{EventType: m.EventType, SchemaVersion: m.EventSchemaVersion}] = true
-		info, _ := ckKindInfo(spec)
+		info, _ := ckKindInfo(t, spec)
 		if info != m.ExpectedReceiptType {
 			t.Errorf("%s: receipt type %s, release expects %s", spec.ConsumerName, info, m.ExpectedReceiptType)
 		}
@@ -266,7 +266,7 @@ func ckReleaseDoc(t *testing.T) []byte {
 	return doc
 }
 
-func ckKindInfo(spec reference.Spec) (string, int) {
-	info, _ := receipt.Lookup(spec.Kind)
+func ckKindInfo(t *testing.T, spec reference.Spec) (string, int) {
+	info, _ := testdb.Receipts(t).Lookup(spec.Kind)
 	return info.ReceiptType, info.SchemaVersion
 }

@@ -43,7 +43,7 @@ func hpConsumers() []hpConsumer {
 		c := hpConsumer{kind: s.Kind, consumer: s.ConsumerName, destination: s.Destination,
 			projName: s.ProjectionName, projVersion: s.ProjectionVersion, eventType: s.Events[0].EventType,
 			eventSchema: s.Events[0].SchemaVersion, fields: receipt.Fields{"consumerOutcome": "recorded"}}
-		if s.Kind == receipt.OperationsProjection {
+		if s.Kind == reference.OperationsProjectionKind {
 			c.fields = receipt.Fields{"projectionOutcome": "applied"}
 		}
 		out = append(out, c)
@@ -63,10 +63,10 @@ func (c hpConsumer) build(t *testing.T) (json.RawMessage, receipt.Document) {
 	}
 	p := receipt.Params{Destination: c.destination, ConsumerName: c.consumer, EventID: env["eventId"].(string),
 		EventEnvelopeSHA256: sha, ProjectionName: c.projName, ProjectionVersion: c.projVersion, Fields: c.fields}
-	if c.kind == receipt.OperationsProjection {
+	if c.kind == reference.OperationsProjectionKind {
 		p.EventType, p.EventSchemaVersion = c.eventType, c.eventSchema
 	}
-	doc, err := receipt.Build(c.kind, p)
+	doc, err := testdb.Receipts(t).Build(c.kind, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestInboxHotPathSameAsSlowPath(t *testing.T) {
 	consumerfix.RegisterProjectionVersion(t, testdb.Conn(t, dsn, "outbox_registrar"), "operations_timeline", 1) // R-PV-1
 	for _, c := range hpConsumers() {
 		env, doc := c.build(t)
-		info, _ := receipt.Lookup(c.kind)
+		info, _ := testdb.Receipts(t).Lookup(c.kind)
 		slow := hpTry(t, conn, c, c.params(env, doc.Receipt, nil))
 		if slow.err != nil {
 			t.Fatalf("%s slow path: %v", c.kind, slow.err)
@@ -245,7 +245,7 @@ func TestInboxHotPathRefusesLikeSlowPath(t *testing.T) {
 	conn := testdb.Conn(t, dsn, "outbox_consumer")
 	consumerfix.RegisterProjectionVersion(t, testdb.Conn(t, dsn, "outbox_registrar"), "operations_timeline", 1) // R-PV-1
 	for _, c := range hpConsumers() {
-		info, _ := receipt.Lookup(c.kind)
+		info, _ := testdb.Receipts(t).Lookup(c.kind)
 		env, doc := c.build(t)
 		decoded := func() map[string]any {
 			var m map[string]any
@@ -268,7 +268,7 @@ func TestInboxHotPathRefusesLikeSlowPath(t *testing.T) {
 		}
 		// A member of this kind with the wrong JSON type, and a required member to drop.
 		var mistyped, required string
-		for _, m := range receipt.Members(c.kind) {
+		for _, m := range testdb.Receipts(t).Members(c.kind) {
 			if _, ok := c.fields[m.Name]; ok && mistyped == "" {
 				mistyped = m.Name
 			}
@@ -508,39 +508,65 @@ func TestInboxVerifyReceiptDigests(t *testing.T) {
 	}
 }
 
-// R-AK-1a: the Go mirror of outbox.receipt_kind_members (receipt.Members, used by
-// receipt.Build) is exactly the table the database enforces, and the published JSON Schema of
-// each receipt type is closed over exactly the common members and those members (same JSON
-// types, same required ones).
-func TestReceiptKindMembersMatchGo(t *testing.T) {
+// R-AK-1a, SPEC §13: the catalog the Go kit loads (receipt.LoadCatalog as outbox_consumer, the
+// kit's role) is exactly the rows of outbox.receipt_kinds and outbox.receipt_kind_members, and the
+// published JSON Schema of each receipt type is closed over exactly the common members and the
+// catalog's members (same JSON types, same required ones).
+func TestReceiptCatalogMatchesTables(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	admin := testdb.Conn(t, testdb.URL(t), "outbox_auditor")
-	rows, err := admin.Query(ctx, `SELECT receipt_kind, member, json_type, required FROM outbox.receipt_kind_members
-		ORDER BY receipt_kind, member COLLATE "C"`)
+	dsn := testdb.URL(t)
+	admin := testdb.Conn(t, dsn, "")
+	cat, err := receipt.LoadCatalog(ctx, testdb.Conn(t, dsn, "outbox_consumer"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := map[receipt.Kind][]receipt.Member{}
+	var kinds []receipt.Info
+	rows, err := admin.Query(ctx, `SELECT receipt_kind, receipt_type, field_prefix, time_field, receipt_schema_version, requires_projection
+		FROM outbox.receipt_kinds ORDER BY receipt_kind`)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for rows.Next() {
-		var k string
-		var m receipt.Member
-		if err := rows.Scan(&k, &m.Name, &m.JSONType, &m.Required); err != nil {
+		var in receipt.Info
+		if err := rows.Scan(&in.Kind, &in.ReceiptType, &in.Prefix, &in.TimeField, &in.SchemaVersion, &in.RequiresProjection); err != nil {
 			t.Fatal(err)
 		}
-		db[receipt.Kind(k)] = append(db[receipt.Kind(k)], m)
+		kinds = append(kinds, in)
 	}
 	if rows.Err() != nil {
 		t.Fatal(rows.Err())
 	}
-	for _, info := range receipt.Kinds() {
-		got, _ := json.Marshal(receipt.Members(info.Kind))
-		want, _ := json.Marshal(db[info.Kind])
-		if string(got) != string(want) {
-			t.Errorf("%s: Go members %s, database %s", info.Kind, got, want)
+	for i := range kinds {
+		mrows, err := admin.Query(ctx, `SELECT member, json_type, required, minimum FROM outbox.receipt_kind_members
+			WHERE receipt_kind = $1 ORDER BY member COLLATE "C"`, string(kinds[i].Kind))
+		if err != nil {
+			t.Fatal(err)
 		}
-		delete(db, info.Kind)
-
+		for mrows.Next() {
+			var m receipt.Member
+			if err := mrows.Scan(&m.Name, &m.JSONType, &m.Required, &m.Minimum); err != nil {
+				t.Fatal(err)
+			}
+			kinds[i].Members = append(kinds[i].Members, m)
+		}
+		if mrows.Err() != nil {
+			t.Fatal(mrows.Err())
+		}
+	}
+	got, _ := json.Marshal(cat.Kinds())
+	want, _ := json.Marshal(kinds)
+	if len(kinds) == 0 || string(got) != string(want) {
+		t.Fatalf("catalog %s\ntables %s", got, want)
+	}
+	for _, info := range cat.Kinds() {
+		byName := map[string]receipt.Member{}
+		shape := make([]receipt.Member, len(info.Members)) // name, type, required: what both list
+		for i, m := range info.Members {
+			byName[m.Name] = m
+			shape[i] = receipt.Member{Name: m.Name, JSONType: m.JSONType, Required: m.Required}
+		}
+		got, _ := json.Marshal(shape)
 		schema := testfix.LoadSchema(t, info.ReceiptType+"@1")
 		if schema["additionalProperties"] != false {
 			t.Errorf("%s schema: additionalProperties must be false", info.ReceiptType)
@@ -560,18 +586,21 @@ func TestReceiptKindMembersMatchGo(t *testing.T) {
 			}
 			typ, _ := p.(map[string]any)["type"].(string)
 			fromSchema = append(fromSchema, receipt.Member{Name: name, JSONType: typ, Required: required[name]})
+			// a bound the catalog registers is the schema's too (the schema may bound more)
+			if m := byName[name]; m.Minimum != nil {
+				if mn, ok := p.(map[string]any)["minimum"].(float64); !ok || int64(mn) != *m.Minimum {
+					t.Errorf("%s schema: %s minimum %v, catalog %d", info.ReceiptType, name, p.(map[string]any)["minimum"], *m.Minimum)
+				}
+			}
 		}
 		sort.Slice(fromSchema, func(i, j int) bool { return fromSchema[i].Name < fromSchema[j].Name })
 		if s, _ := json.Marshal(fromSchema); string(s) != string(got) {
-			t.Errorf("%s schema members %s, Go %s", info.ReceiptType, s, got)
+			t.Errorf("%s schema members %s, catalog %s", info.ReceiptType, s, got)
 		}
 		for name := range common {
 			if _, ok := props[name]; !ok || !required[name] {
 				t.Errorf("%s schema: common member %s must be a required property", info.ReceiptType, name)
 			}
 		}
-	}
-	if len(db) != 0 {
-		t.Errorf("kinds only the database knows: %v", db)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 	"github.com/oceanway/pgoutbox/receipt"
+	"github.com/oceanway/pgoutbox/reference"
 )
 
 // R-CO-1, T-4: insert-or-compare. The first call inserts ("new") with the digest the Go kit
@@ -40,7 +41,7 @@ func TestInboxRecordReceiptInsertOrCompare(t *testing.T) {
 	// Same event, same envelope, a different candidate (other fields, later time).
 	var m map[string]any
 	_ = json.Unmarshal(env, &m)
-	other, err := receipt.Build(receipt.MeteringInputProcessor, receipt.Params{
+	other, err := testdb.Receipts(t).Build(reference.MeteringInputProcessorKind, receipt.Params{
 		Ref: "other-ref", Destination: "metering_input_processor", ConsumerName: consumerfix.Metering, EventID: m["eventId"].(string),
 		EventEnvelopeSHA256: sha, Time: time.Now().Add(time.Hour), Fields: receipt.Fields{"consumerOutcome": "second"}})
 	if err != nil {
@@ -72,7 +73,7 @@ func TestInboxRecordReceiptInsertOrCompare(t *testing.T) {
 	traw, _ := json.Marshal(m)
 	tenv, _ := canon.Canonicalize(traw)
 	tsha, _ := canon.SHA256Hex(tenv)
-	tdoc, err := receipt.Build(receipt.MeteringInputProcessor, receipt.Params{Destination: "metering_input_processor",
+	tdoc, err := testdb.Receipts(t).Build(reference.MeteringInputProcessorKind, receipt.Params{Destination: "metering_input_processor",
 		ConsumerName: consumerfix.Metering, EventID: m["eventId"].(string), EventEnvelopeSHA256: tsha})
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +149,7 @@ func TestInboxRecordReceiptRejects(t *testing.T) {
 	opsRaw, _ := json.Marshal(opsEnvMap)
 	opsEnv, _ := canon.Canonicalize(opsRaw)
 	opsSHA, _ := canon.SHA256Hex(opsEnv)
-	opsDoc, err := receipt.Build(receipt.OperationsProjection, receipt.Params{Destination: "core_operations",
+	opsDoc, err := testdb.Receipts(t).Build(reference.OperationsProjectionKind, receipt.Params{Destination: "core_operations",
 		ConsumerName: "operations_projector", EventID: opsEnvMap["eventId"].(string), EventEnvelopeSHA256: opsSHA,
 		ProjectionName: "operations_timeline", ProjectionVersion: 1,
 		EventType: "billing.finalization.committed@1", EventSchemaVersion: "1"})
@@ -220,7 +221,7 @@ func TestInboxRecordReceiptConcurrent(t *testing.T) {
 	env, sha, doc := consumerfix.EnvelopeAndReceipt(t, nil)
 	var m map[string]any
 	_ = json.Unmarshal(env, &m)
-	second, _ := receipt.Build(receipt.MeteringInputProcessor, receipt.Params{Ref: "second-ref",
+	second, _ := testdb.Receipts(t).Build(reference.MeteringInputProcessorKind, receipt.Params{Ref: "second-ref",
 		Destination: "metering_input_processor", ConsumerName: consumerfix.Metering, EventID: m["eventId"].(string), EventEnvelopeSHA256: sha})
 
 	txA, err := a.Begin(ctx)

@@ -36,7 +36,7 @@ func TestEndToEndHTTPReferenceScenario(t *testing.T) {
 		if err := spec.Install(ctx, admin, "outbox_consumer"); err != nil {
 			t.Fatal(err)
 		}
-		kit, err := spec.New(testdb.Pool(t, dsn), func(c *consumer.Config) {
+		kit, err := spec.New(context.Background(), testdb.Pool(t, dsn), func(c *consumer.Config) {
 			c.Role = "outbox_consumer"
 			c.HMACSecret = []byte(secret)
 		})

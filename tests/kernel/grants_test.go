@@ -214,21 +214,31 @@ func TestFunctionGrantsExact(t *testing.T) {
 	want := map[string][]string{
 		"outbox_registrar": append([]string{"inbox.bind_consumer_role", "intake.register_normalization_policy", "intake.register_observation_projector",
 			"intake.register_observation_schema", "intake.register_workload", "mailbox.register_source", "outbox.activate_delivery_set", "outbox.register_delivery_set", "outbox.register_destination",
+			// SPEC D-1, §13: a release registers its receipt kinds and envelope refinements
+			"outbox.register_envelope_refinement", "outbox.register_receipt_kind",
 			"outbox.register_projection_rows", "outbox.register_projection_version", "outbox.set_retry_policy",
 			// R-PV-3: retire and drop a projection version
-			"outbox.drop_retired_projection", "outbox.retire_projection_version"}, jcs...),
-		"outbox_producer":   append([]string{"outbox.append_event", "outbox.append_events"}, jcs...),
-		"outbox_dispatcher": append([]string{"outbox.ack_deliveries", "outbox.ack_delivery", "outbox.active_delivery_set", "outbox.claim_deliveries", "outbox.delivery_stats", "outbox.quarantine_deliveries", "outbox.quarantine_delivery", "outbox.recover_expired_leases", "outbox.redelivery_stats", "outbox.renew_lease", "outbox.retry_deliveries", "outbox.retry_delivery"}, jcs...),
+			"outbox.drop_retired_projection", "outbox.retire_projection_version",
+			// issue 34: the receipt kinds the Go kit reads
+			"outbox.receipt_kind_catalog"}, jcs...),
+		"outbox_producer": append([]string{"outbox.append_event", "outbox.append_events"}, jcs...),
+		"outbox_dispatcher": append([]string{"outbox.ack_deliveries", "outbox.ack_delivery", "outbox.active_delivery_set", "outbox.claim_deliveries", "outbox.delivery_stats", "outbox.quarantine_deliveries", "outbox.quarantine_delivery", "outbox.recover_expired_leases", "outbox.redelivery_stats", "outbox.renew_lease", "outbox.retry_deliveries", "outbox.retry_delivery",
+			// issue 34: the catalogs the dispatcher loads at preflight
+			"outbox.error_code_catalog", "outbox.receipt_kind_catalog"}, jcs...),
 		// R-OP-1: inbox.record_projection_ids (the projector's exact-id index, in its transaction)
 		// R-OB-4: inbox.record_observation_receipt (the observation projector's consumer login)
-		"outbox_consumer": append([]string{"inbox.accept_delivery", "inbox.confirm_delivery", "inbox.observe_revision", "inbox.read_receipt", "inbox.record_observation_receipt", "inbox.record_projection_ids", "inbox.record_receipt"}, jcs...),
+		// issue 34: the catalogs the consumer kit loads at start
+		"outbox_consumer": append([]string{"inbox.accept_delivery", "inbox.confirm_delivery", "inbox.observe_revision", "inbox.read_receipt", "inbox.record_observation_receipt", "inbox.record_projection_ids", "inbox.record_receipt",
+			"outbox.error_code_catalog", "outbox.receipt_kind_catalog"}, jcs...),
 		// R-OP-2, R-OP-3: the read model is the auditor's only (the dispatcher may not call it)
 		"outbox_auditor": append([]string{"inbox.verify_receipt_digests", "intake.accepted_health_windows", "intake.console_observations", "intake.verify_purge_run", "mailbox.console_sources", "mailbox.pipeline_status", "outbox.active_delivery_set", "outbox.archive_integrity_problems", "outbox.check_completeness", "outbox.compare_projection_versions",
 			// issue 25: the operator console's read functions
 			"outbox.console_activity", "outbox.console_deliveries", "outbox.console_delivery_counts", "outbox.console_event", "outbox.console_event_attempts", "outbox.console_event_deliveries", "outbox.console_event_payload", "outbox.console_projection_versions", "outbox.console_readiness_proofs",
 			"outbox.delivery_stats", "outbox.preview_redelivery", "outbox.projection_digest", "outbox.publication_summary", "outbox.read_manifest", "outbox.record_two_part_proof", "outbox.redelivery_stats", "outbox.search_exact_id", "outbox.take_completeness_snapshot", "outbox.verify_ack_digests", "outbox.verify_archive_run", "outbox.verify_event_digests",
 			// R-PV-2, R-PV-5: boundaries, readiness proofs, candidate progress
-			"outbox.candidate_progress", "outbox.read_cutover_boundary", "outbox.read_readiness_proof"}, jcs...),
+			"outbox.candidate_progress", "outbox.read_cutover_boundary", "outbox.read_readiness_proof",
+			// issue 34: the catalogs
+			"outbox.error_code_catalog", "outbox.receipt_kind_catalog"}, jcs...),
 		// R-AK-10: the controlled-recovery functions only (no JCS functions, no table)
 		"outbox_operator": {"outbox.preview_redelivery", "outbox.redeliver_quarantined",
 			// R-PV-2: claim pauses (incident handling as well as the cutover runbook)
@@ -244,7 +254,7 @@ func TestFunctionGrantsExact(t *testing.T) {
 		"outbox_retention": {"intake.purge_observation_payloads", "intake.verify_purge_run", "outbox.archive_events", "outbox.archive_integrity_problems", "outbox.release_legal_hold", "outbox.set_legal_hold", "outbox.verify_archive_run"},
 	}
 	// The mailbox pump's role: every mailbox function but register_source (SPEC §13), nothing else.
-	want["outbox_mailbox"] = []string{"mailbox.acquire_pump", "mailbox.apply_reference_effect", "mailbox.claim_backfill",
+	want["outbox_mailbox"] = []string{"mailbox.acquire_pump", "mailbox.claim_backfill",
 		"mailbox.claim_head", "mailbox.complete_head", "mailbox.fail_head", "mailbox.pipeline_status", "mailbox.record_backfill",
 		"mailbox.record_discovery", "mailbox.released_holes", "mailbox.resolve_abandoned"}
 	for role, fns := range want {

@@ -182,7 +182,7 @@ func TestRetryDeliveriesMixed(t *testing.T) {
 	t.Parallel()
 	b := kernelfix.Setup(t)
 	ctx := context.Background()
-	if _, err := b.Admin.Exec(ctx, `UPDATE outbox.outbox_retry_policies SET max_attempts = 1, base_delay = '1 second', max_delay = '1 second' WHERE destination = $1`, kernelfix.DestMetering); err != nil {
+	if _, err := b.Admin.Exec(ctx, `SELECT outbox.set_retry_policy($1, '1 second', 2, '1 second', 0.2, 1)`, kernelfix.DestMetering); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 4; i++ {

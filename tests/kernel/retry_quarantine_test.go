@@ -44,8 +44,9 @@ func TestRetryBackoffFollowsPolicyAndExhausts(t *testing.T) {
 	t.Parallel()
 	b := kernelfix.Setup(t)
 	ctx := context.Background()
-	if v := dxSetPolicy(t, b.Dsn, kernelfix.DestMetering, 10*time.Second, 100*time.Second, 3, 0.1, 5); v != 2 {
-		t.Fatalf("policy version %d, want 2", v)
+	// the destination followed the kernel-wide default: its own row starts at version 1 (D-1)
+	if v := dxSetPolicy(t, b.Dsn, kernelfix.DestMetering, 10*time.Second, 100*time.Second, 3, 0.1, 5); v != 1 {
+		t.Fatalf("policy version %d, want 1", v)
 	}
 	eventID := kernelfix.Append(t, b.Admin, kernelfix.Metering, "agg-1", 1)
 	wantDelay := []float64{10, 30, 90, 100} // seconds for attempts 1..4; attempt 5 exhausts
@@ -261,26 +262,30 @@ func TestQuarantineRowAppendOnly(t *testing.T) {
 
 // D-5, R-AK-5: every change of a retry policy is recorded (INSERT/UPDATE/DELETE, policy_version
 // bumped, changed_by = session_user); the history is append-only; only the registrar (and
-// owner) may change policies.
+// owner) may change policies. A destination without a row follows the kernel-wide default
+// (D-1): a retry there writes no policy row.
 func TestRetryPolicyHistory(t *testing.T) {
 	t.Parallel()
 	b := kernelfix.Setup(t)
 	ctx := context.Background()
+	// (the template's history may hold the pre-041 seed of this destination and its removal)
+	since := kernelfix.QueryInt(t, b.Admin, `SELECT coalesce(max(change_id), 0) FROM outbox.outbox_retry_policy_history`)
 	history := func() int {
-		return kernelfix.QueryInt(t, b.Admin, `SELECT count(*) FROM outbox.outbox_retry_policy_history WHERE destination = $1`, kernelfix.DestCatchUp)
+		return kernelfix.QueryInt(t, b.Admin, `SELECT count(*) FROM outbox.outbox_retry_policy_history WHERE destination = $1 AND change_id > $2`,
+			kernelfix.DestCatchUp, since)
 	}
-	if n := history(); n != 1 {
-		t.Fatalf("%d history rows for the seeded default, want 1", n)
+	if n := kernelfix.QueryInt(t, b.Admin, `SELECT count(*) FROM outbox.outbox_retry_policies WHERE destination = $1`, kernelfix.DestCatchUp); n != 0 {
+		t.Fatalf("%d policy rows for a newly registered destination, want 0 (it follows the default)", n)
 	}
 	var login string
 	if err := b.Admin.QueryRow(ctx, `SELECT session_user`).Scan(&login); err != nil {
 		t.Fatal(err)
 	}
-	if v := dxSetPolicy(t, b.Dsn, kernelfix.DestCatchUp, 2*time.Second, time.Minute, 2, 0.2, 10); v != 2 {
+	if v := dxSetPolicy(t, b.Dsn, kernelfix.DestCatchUp, 2*time.Second, time.Minute, 2, 0.2, 10); v != 1 {
 		t.Fatalf("version %d", v)
 	}
 	// Setting the same values again changes nothing and records nothing.
-	if v := dxSetPolicy(t, b.Dsn, kernelfix.DestCatchUp, 2*time.Second, time.Minute, 2, 0.2, 10); v != 2 {
+	if v := dxSetPolicy(t, b.Dsn, kernelfix.DestCatchUp, 2*time.Second, time.Minute, 2, 0.2, 10); v != 1 {
 		t.Fatalf("version %d after a no-op", v)
 	}
 	owner := testdb.Conn(t, b.Dsn, "outbox_owner")
@@ -291,7 +296,7 @@ func TestRetryPolicyHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows, err := b.Admin.Query(ctx, `SELECT operation, policy_version, max_attempts, changed_by FROM outbox.outbox_retry_policy_history
-		WHERE destination = $1 ORDER BY change_id`, kernelfix.DestCatchUp)
+		WHERE destination = $1 AND change_id > $2 ORDER BY change_id`, kernelfix.DestCatchUp, since)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +312,7 @@ func TestRetryPolicyHistory(t *testing.T) {
 		}
 		got = append(got, op+":"+strconv.Itoa(v)+":"+strconv.Itoa(max))
 	}
-	want := "INSERT:1:20 UPDATE:2:10 UPDATE:3:3 DELETE:3:3"
+	want := "INSERT:1:10 UPDATE:2:3 DELETE:2:3"
 	if strings.Join(got, " ") != want {
 		t.Fatalf("history %v, want %s", got, want)
 	}
@@ -320,14 +325,24 @@ func TestRetryPolicyHistory(t *testing.T) {
 		_, err := owner.Exec(ctx, stmt)
 		kernelfix.WantState(t, err, "OB202")
 	}
-	// A retry on a destination whose policy row was deleted re-creates the default (recorded).
+	// A retry on a destination whose policy row was deleted follows the default (1 s +- 20 %
+	// for the first attempt) and writes no policy row and no history.
 	kernelfix.Append(t, b.Admin, kernelfix.Settlement, "agg-1", 1)
 	c := kernelfix.ClaimOne(t, b.Disp, kernelfix.WorkerA, time.Minute, kernelfix.DestCatchUp)
 	if res, err := pgcall.RetryDelivery(ctx, b.Disp, kernelfix.FenceOf(c), "transport_error", nil); err != nil || res != "pending" {
 		t.Fatalf("retry without a policy row: %q %v", res, err)
 	}
-	if n := history(); n != 5 {
-		t.Fatalf("%d history rows, want 5", n)
+	if n := history(); n != 3 {
+		t.Fatalf("%d history rows, want 3", n)
+	}
+	if n := kernelfix.QueryInt(t, b.Admin, `SELECT count(*) FROM outbox.outbox_retry_policies WHERE destination = $1`, kernelfix.DestCatchUp); n != 0 {
+		t.Fatalf("%d policy rows after a retry on the default, want 0", n)
+	}
+	if n := kernelfix.QueryInt(t, b.Admin, `SELECT count(*) FROM outbox.outbox_deliveries AS d
+		JOIN outbox.outbox_delivery_attempt_finishes AS f ON f.attempt_id = d.current_attempt_id
+		WHERE d.destination = $1 AND d.available_at - f.finished_at BETWEEN interval '0.8 seconds' AND interval '1.2 seconds'`,
+		kernelfix.DestCatchUp); n != 1 {
+		t.Fatalf("the retry's backoff is not the default's first delay (1 s +- 20 %%)")
 	}
 	// Out-of-range values and the dispatcher are refused.
 	reg := testdb.Conn(t, b.Dsn, "outbox_registrar")

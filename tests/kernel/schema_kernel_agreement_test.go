@@ -14,8 +14,8 @@ import (
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/kernelfix"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
-	"github.com/oceanway/pgoutbox/receipt"
 )
 
 // The published JSON Schemas (contracts/schemas) and the kernel's ack rule (outbox._ack_problem,
@@ -68,7 +68,7 @@ func TestSchemaKernelAgreement(t *testing.T) {
 			for _, hot := range []bool{false, true} {
 				var cand *string
 				if hot {
-					if _, cb, err := receipt.DigestCandidate(rc); err == nil {
+					if _, cb, err := testdb.Receipts(t).DigestCandidate(rc); err == nil {
 						s := string(cb)
 						cand = &s
 					}

@@ -230,7 +230,7 @@ func TestMailboxFunctionsBadInput(t *testing.T) {
 		{b.api, `SELECT * FROM mailbox.released_holes('legacy-inbox', '-1 hour')`, "22023"},
 		{b.api, `SELECT * FROM mailbox.pipeline_status('nope')`, "22023"},
 		{b.api, `SELECT mailbox.acquire_pump('nope')`, "22023"},
-		{b.api, `SELECT * FROM mailbox.apply_reference_effect('legacy-inbox', 1, '` + h.LeaseToken + `', '', 'k', 't')`, "22023"},
+		{b.api, `SELECT * FROM refmailbox.apply_reference_effect('legacy-inbox', 1, '` + h.LeaseToken + `', '', 'k', 't')`, "22023"},
 		{b.api, `SELECT mailbox.register_source('s3', '1 minute', '1 hour')`, "42501"},      // not the registrar
 		{reg, `SELECT * FROM mailbox.claim_head('legacy-inbox', 'w', '1 minute')`, "42501"}, // not the pump
 	}

@@ -98,7 +98,7 @@ func TestMailboxPerKeyOrderEndToEnd(t *testing.T) {
 	})
 	// Per key, revisions follow msg_id order.
 	if v := b.int(b.admin, `SELECT count(*) FROM (SELECT key, revision, row_number() OVER (PARTITION BY key ORDER BY msg_id) AS rn
-		FROM mailbox.ref_effects) x WHERE revision <> rn`); v != 0 {
+		FROM refmailbox.ref_effects) x WHERE revision <> rn`); v != 0 {
 		t.Fatalf("%d revisions out of msg_id order", v)
 	}
 

@@ -90,7 +90,7 @@ func TestMailboxFailedHeadBlocksWithBackoffWhileMaintenanceRuns(t *testing.T) {
 		t.Fatalf("claimed %d during the backoff", h.MsgID)
 	}
 	// No business effect survived the failed attempts.
-	if n := b.int(b.admin, `SELECT count(*) FROM mailbox.ref_effects WHERE msg_id = 2`); n != 0 {
+	if n := b.int(b.admin, `SELECT count(*) FROM refmailbox.ref_effects WHERE msg_id = 2`); n != 0 {
 		t.Fatal("a failed attempt left its business effect")
 	}
 	// Backoff expires (wait on state, bounded): 2 fails a second time with a longer backoff,
@@ -347,13 +347,13 @@ func TestMailboxBusinessIdentityOnce(t *testing.T) {
 		st := b.states()
 		return st[1] == "succeeded" && st[2] == "succeeded" && st[3] == "succeeded"
 	})
-	if n := b.int(b.admin, `SELECT count(*) FROM mailbox.ref_effects`); n != 2 {
+	if n := b.int(b.admin, `SELECT count(*) FROM refmailbox.ref_effects`); n != 2 {
 		t.Fatalf("%d effective records, want 2 (x once, y once)", n)
 	}
 	if n := b.int(b.admin, `SELECT count(*) FROM outbox.outbox_events WHERE aggregate_id = 'a'`); n != 2 {
 		t.Fatalf("%d events, want 2", n)
 	}
-	if r := b.int(b.admin, `SELECT revision FROM mailbox.ref_effects WHERE msg_id = 3`); r != 2 {
+	if r := b.int(b.admin, `SELECT revision FROM refmailbox.ref_effects WHERE msg_id = 3`); r != 2 {
 		t.Fatalf("retried message revision %d, want 2 (applied on retry, not a duplicate)", r)
 	}
 	// Archive row 1 (its mark is done), then the content arrives again as 4.
@@ -365,7 +365,7 @@ func TestMailboxBusinessIdentityOnce(t *testing.T) {
 	if st := b.states(); st[4] != "succeeded" {
 		t.Fatalf("resend after archive %v", st)
 	}
-	if n := b.int(b.admin, `SELECT count(*) FROM mailbox.ref_effects`); n != 2 {
+	if n := b.int(b.admin, `SELECT count(*) FROM refmailbox.ref_effects`); n != 2 {
 		t.Fatalf("%d effective records after the resend, want 2", n)
 	}
 	if n := b.int(b.admin, `SELECT count(*) FROM outbox.outbox_events`); n != 2 {
@@ -435,7 +435,7 @@ func TestMailboxHandlerTransactionAllOrNothing(t *testing.T) {
 	if state != "pending" || attempt != 1 || bf != nil {
 		t.Fatalf("after the crash: %s attempt %d backfill %v", state, attempt, bf)
 	}
-	if n := b.int(b.admin, `SELECT (SELECT count(*) FROM mailbox.ref_effects) + (SELECT count(*) FROM outbox.outbox_events)`); n != 0 {
+	if n := b.int(b.admin, `SELECT (SELECT count(*) FROM refmailbox.ref_effects) + (SELECT count(*) FROM outbox.outbox_events)`); n != 0 {
 		t.Fatalf("%d effects/events survived the rollback", n)
 	}
 	// A new pump: the dead session's hold is free; the message is due once its lease expired.

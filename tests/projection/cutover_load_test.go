@@ -232,7 +232,7 @@ func TestCutoverWhileAppendsAndAcksRun(t *testing.T) {
 	testfix.Must(t, err)
 	cfg := w.v2.Config(w.Pool)
 	cfg.Role, cfg.BuildToken = consumerfix.Role, build.BuildToken
-	builder, err := consumer.New(cfg)
+	builder, err := consumer.New(context.Background(), cfg)
 	testfix.Must(t, err)
 	rebuilt := make(chan error, 1)
 	go func() {

@@ -121,7 +121,7 @@ func (w *daWorld) kit(t *testing.T, primary, dual reference.Spec, token string) 
 	if dual.Schema != "" {
 		cfg.DualApply = &consumer.DualTarget{ProjectionVersion: dual.ProjectionVersion, Apply: dual.Config(w.Pool).Apply, BuildToken: token}
 	}
-	c, err := consumer.New(cfg)
+	c, err := consumer.New(context.Background(), cfg)
 	testfix.Must(t, err)
 	return c
 }
@@ -131,7 +131,7 @@ func (w *daWorld) rebuild(t *testing.T, buildID, token string) consumer.RebuildS
 	t.Helper()
 	cfg := w.v2.Config(w.Pool)
 	cfg.Role, cfg.BuildToken = consumerfix.Role, token
-	r, err := consumer.New(cfg)
+	r, err := consumer.New(context.Background(), cfg)
 	testfix.Must(t, err)
 	st, err := r.Rebuild(context.Background(), w.projector, buildID, 5)
 	testfix.Must(t, err)

@@ -113,7 +113,7 @@ func TestProjectionRebuildEqualsOnline(t *testing.T) {
 	testfix.Must(t, err)
 	cfg := v2.Config(b.Pool)
 	cfg.Role, cfg.BuildToken = consumerfix.Role, build.BuildToken
-	rebuilder, err := consumer.New(cfg)
+	rebuilder, err := consumer.New(context.Background(), cfg)
 	testfix.Must(t, err)
 	st, err := rebuilder.Rebuild(ctx, projector, build.BuildID, 7)
 	testfix.Must(t, err)
@@ -136,7 +136,7 @@ func TestProjectionRebuildEqualsOnline(t *testing.T) {
 	}
 	// a rebuild kit without the token is refused by the inbox (OB001), and one for the active
 	// version cannot carry a token
-	if _, err := consumer.New(func() consumer.Config {
+	if _, err := consumer.New(context.Background(), func() consumer.Config {
 		c := v2.Config(b.Pool)
 		c.BuildToken = build.BuildToken
 		c.ProjectionName = ""

@@ -31,6 +31,7 @@ import (
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 	"github.com/oceanway/pgoutbox/receipt"
+	"github.com/oceanway/pgoutbox/reference"
 )
 
 // R-PV-1: insert-or-compare; the first version of a projection is active, later ones shadow;
@@ -454,7 +455,7 @@ func pvOpsReceipt(t *testing.T, version int, aggregate string) (json.RawMessage,
 	testfix.Must(t, err)
 	sha, err := canon.SHA256Hex(c)
 	testfix.Must(t, err)
-	doc, err := receipt.Build(receipt.OperationsProjection, receipt.Params{Destination: kernelfix.DestCoreOps,
+	doc, err := testdb.Receipts(t).Build(reference.OperationsProjectionKind, receipt.Params{Destination: kernelfix.DestCoreOps,
 		ConsumerName: "operations_projector", EventID: env["eventId"].(string), EventEnvelopeSHA256: sha,
 		ProjectionName: "operations_timeline", ProjectionVersion: version,
 		EventType: kernelfix.RunCreated, EventSchemaVersion: "2.0"})

@@ -26,6 +26,7 @@ import (
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/scenario"
 	"github.com/oceanway/pgoutbox/internal/release"
+	"github.com/oceanway/pgoutbox/receipt"
 	"github.com/oceanway/pgoutbox/reference"
 	"github.com/oceanway/pgoutbox/wire"
 )
@@ -37,6 +38,8 @@ type cutoverDemo struct {
 	pool   *pgxpool.Pool
 	conns  map[string]*pgx.Conn // kernel role -> session
 	v1, v2 reference.Spec
+	// receipts: the receipt kinds, loaded once from the database (the kits built below share it)
+	receipts *receipt.Catalog
 }
 
 func (c *cutoverDemo) as(role string) *pgx.Conn { return c.conns[role] }
@@ -62,6 +65,11 @@ func runCutoverDemo(ctx context.Context, server string) error {
 		c.conns[r] = conn
 	}
 	admin, reg := c.as(""), c.as("outbox_registrar")
+	receipts, err := receipt.LoadCatalog(ctx, reg)
+	if err != nil {
+		return err
+	}
+	c.receipts = receipts
 	if err := ensureRole(ctx, admin, cutoverRole, "outbox_consumer"); err != nil {
 		return err
 	}
@@ -251,11 +259,11 @@ func runCutoverDemo(ctx context.Context, server string) error {
 func (c *cutoverDemo) kit(primary reference.Spec, dual *reference.Spec, token string) *consumer.Consumer {
 	cfg := primary.Config(c.pool)
 	cfg.Role = cutoverRole
-	cfg.Logger = quietLogger()
+	cfg.Logger, cfg.Catalog = quietLogger(), c.receipts
 	if dual != nil {
 		cfg.DualApply = &consumer.DualTarget{ProjectionVersion: dual.ProjectionVersion, Apply: dual.Config(c.pool).Apply, BuildToken: token}
 	}
-	k, err := consumer.New(cfg)
+	k, err := consumer.New(context.Background(), cfg) // the catalog is loaded: no database call
 	if err != nil {
 		panic(err) // a programming error of the demo
 	}
@@ -264,8 +272,8 @@ func (c *cutoverDemo) kit(primary reference.Spec, dual *reference.Spec, token st
 
 func (c *cutoverDemo) rebuild(ctx context.Context, spec reference.Spec, buildID, token string) (consumer.RebuildStats, error) {
 	cfg := spec.Config(c.pool)
-	cfg.Role, cfg.BuildToken, cfg.Logger = cutoverRole, token, quietLogger()
-	k, err := consumer.New(cfg)
+	cfg.Role, cfg.BuildToken, cfg.Logger, cfg.Catalog = cutoverRole, token, quietLogger(), c.receipts
+	k, err := consumer.New(ctx, cfg)
 	if err != nil {
 		return consumer.RebuildStats{}, err
 	}

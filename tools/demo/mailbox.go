@@ -172,7 +172,7 @@ func runMailboxDemo(ctx context.Context, server string) error {
 	}
 
 	rows, err := admin.Query(ctx, `SELECT m.msg_id, m.state, coalesce(e.key, ''), coalesce(e.revision, 0), m.backfill_state
-		FROM mailbox.messages m LEFT JOIN mailbox.ref_effects e ON e.source = m.source AND e.msg_id = m.msg_id ORDER BY m.msg_id`)
+		FROM mailbox.messages m LEFT JOIN refmailbox.ref_effects e ON e.source = m.source AND e.msg_id = m.msg_id ORDER BY m.msg_id`)
 	if err != nil {
 		return err
 	}

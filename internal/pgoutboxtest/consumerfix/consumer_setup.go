@@ -89,7 +89,7 @@ func (b *Bundle) Kit(t *testing.T, name string, edit func(*consumer.Config)) *co
 	if edit != nil {
 		edit(&cfg)
 	}
-	c, err := consumer.New(cfg)
+	c, err := consumer.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("consumer.New: %v", err)
 	}
@@ -112,7 +112,7 @@ func Delivery(t testing.TB, spec reference.Spec, env map[string]any) wire.Delive
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, _ := receipt.Lookup(spec.Kind)
+	info, _ := testdb.Receipts(t).Lookup(spec.Kind)
 	return wire.Delivery{
 		Destination: spec.Destination, ConsumerName: spec.ConsumerName, EventID: env["eventId"].(string),
 		AttemptID: testfix.NewUUID(), AttemptNumber: 1,
@@ -145,10 +145,10 @@ func WantAck(t *testing.T, r wire.Result) receipt.Document {
 	if r.Status != wire.Acknowledged {
 		t.Fatalf("result = %s %s (%s), want acknowledged", r.Status, r.Code, r.Ref)
 	}
-	if err := receipt.CheckAck(r.Ack, r.Receipt); err != nil {
+	if err := testdb.Receipts(t).CheckAck(r.Ack, r.Receipt); err != nil {
 		t.Fatalf("ack does not match receipt: %v", err)
 	}
-	d, err := receipt.Parse(r.Receipt)
+	d, err := testdb.Receipts(t).Parse(r.Receipt)
 	if err != nil {
 		t.Fatalf("receipt: %v", err)
 	}
@@ -219,7 +219,7 @@ func (b *Bundle) MutateKit(t *testing.T, pool *pgxpool.Pool, name string, edit f
 	if edit != nil {
 		edit(&cfg)
 	}
-	c, err := consumer.New(cfg)
+	c, err := consumer.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,10 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 	"github.com/oceanway/pgoutbox/receipt"
+	"github.com/oceanway/pgoutbox/reference"
 )
 
 // Metering is the consumer name of the metering input processor, the inbox tests' consumer.
@@ -25,7 +27,7 @@ func EnvelopeAndReceipt(t *testing.T, fields receipt.Fields) (json.RawMessage, s
 		t.Fatal(err)
 	}
 	sha, _ := canon.SHA256Hex(c)
-	doc, err := receipt.Build(receipt.MeteringInputProcessor, receipt.Params{
+	doc, err := testdb.Receipts(t).Build(reference.MeteringInputProcessorKind, receipt.Params{
 		Destination: "metering_input_processor", ConsumerName: Metering, EventID: env["eventId"].(string),
 		EventEnvelopeSHA256: sha, Fields: fields})
 	if err != nil {

@@ -9,8 +9,10 @@ import (
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/kernelfix"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 	"github.com/oceanway/pgoutbox/receipt"
+	"github.com/oceanway/pgoutbox/reference"
 )
 
 // RegisterSet2 registers delivery-set version 2: the reference release with every
@@ -44,7 +46,7 @@ func Receipt(t *testing.T, f Fixture, version int, token, id string) error {
 	testfix.Must(t, err)
 	var env map[string]any
 	testfix.Must(t, json.Unmarshal(c, &env))
-	doc, err := receipt.Build(receipt.OperationsProjection, receipt.Params{Destination: kernelfix.DestCoreOps,
+	doc, err := testdb.Receipts(t).Build(reference.OperationsProjectionKind, receipt.Params{Destination: kernelfix.DestCoreOps,
 		ConsumerName: "operations_projector", EventID: id, EventEnvelopeSHA256: sha,
 		ProjectionName: "operations_timeline", ProjectionVersion: version,
 		EventType: env["eventType"].(string), EventSchemaVersion: env["eventSchemaVersion"].(string)})

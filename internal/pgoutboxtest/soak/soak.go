@@ -270,7 +270,7 @@ func (r *run) startConsumers(ctx context.Context) (*consumers, error) {
 			cs.close()
 			return nil, err
 		}
-		kit, err := spec.New(pool, func(c *consumer.Config) {
+		kit, err := spec.New(ctx, pool, func(c *consumer.Config) {
 			c.Role = r.cfg.ConsumerRole
 			c.HMACSecret = []byte(soakSecret)
 			c.Logger = r.cfg.Logger

@@ -1,6 +1,9 @@
 // Package testdb gives each test a fresh, fully migrated database cloned by pgtestdb from a
 // template built with the project's own migrator (internal/migrate), on the cluster named by
-// DATABASE_URL (set by `make test`; see scripts/pg.sh).
+// DATABASE_URL (set by `make test`; see scripts/pg.sh). New and URL: the kernel's migrations
+// and the reference release's base (reference.InstallBase: receipt kinds, destinations,
+// envelope refinements, mailbox effect - what the migrations installed before 041, SPEC D-1);
+// NewKernel and KernelURL: the kernel's migrations only.
 package testdb
 
 import (
@@ -10,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,19 +23,35 @@ import (
 	"github.com/peterldowns/pgtestdb"
 
 	"github.com/oceanway/pgoutbox/internal/migrate"
+	"github.com/oceanway/pgoutbox/receipt"
+	"github.com/oceanway/pgoutbox/reference"
 )
 
-type migrator struct{}
+// migrator builds the template: the kernel's migrations, then (withReference) the reference
+// release's base. The hash covers both, so a changed reference definition builds a new template.
+type migrator struct{ withReference bool }
 
-func (migrator) Hash() (string, error) { return migrate.Hash() }
+func (m migrator) Hash() (string, error) {
+	h, err := migrate.Hash()
+	if err != nil || !m.withReference {
+		return h, err
+	}
+	return h + "+reference-" + reference.InstallHash(), nil
+}
 
-func (migrator) Migrate(ctx context.Context, _ *sql.DB, conf pgtestdb.Config) error {
+func (m migrator) Migrate(ctx context.Context, _ *sql.DB, conf pgtestdb.Config) error {
 	conn, err := pgx.Connect(ctx, conf.URL())
 	if err != nil {
 		return err
 	}
 	defer conn.Close(ctx)
-	return migrate.Up(ctx, conn)
+	if err := migrate.Up(ctx, conn); err != nil {
+		return err
+	}
+	if !m.withReference {
+		return nil
+	}
+	return reference.InstallBase(ctx, conn)
 }
 
 // Config returns the pgtestdb configuration derived from DATABASE_URL. The test role is a
@@ -68,17 +88,33 @@ func Config(t testing.TB) pgtestdb.Config {
 	}
 }
 
-// URL creates a fresh migrated database and returns its connection string.
+// URL creates a fresh migrated database with the reference release's base installed and returns
+// its connection string.
 func URL(t testing.TB) string {
+	t.Helper()
+	conf := pgtestdb.Custom(t, Config(t), migrator{withReference: true})
+	return conf.URL()
+}
+
+// New creates a fresh migrated database with the reference release's base installed and returns
+// a pool connected to it as a superuser.
+func New(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	return Pool(t, URL(t))
+}
+
+// KernelURL creates a fresh database with the kernel's migrations only (no destination, no
+// domain receipt kind, no refinement: SPEC D-1) and returns its connection string.
+func KernelURL(t testing.TB) string {
 	t.Helper()
 	conf := pgtestdb.Custom(t, Config(t), migrator{})
 	return conf.URL()
 }
 
-// New creates a fresh migrated database and returns a pool connected to it as a superuser.
-func New(t testing.TB) *pgxpool.Pool {
+// NewKernel creates a fresh kernel-only database (KernelURL) and returns a superuser pool.
+func NewKernel(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	return Pool(t, URL(t))
+	return Pool(t, KernelURL(t))
 }
 
 // Pool opens a pool on dsn that is closed when the test ends.
@@ -115,4 +151,27 @@ func Conn(t testing.TB, dsn, role string) *pgx.Conn {
 		}
 	}
 	return conn
+}
+
+var (
+	receiptsMu sync.Mutex
+	receipts   *receipt.Catalog
+)
+
+// Receipts returns the receipt catalog of a freshly migrated database (receipt.LoadCatalog),
+// loaded once per test binary: the kinds every test database starts with. A test that registers a
+// kind at runtime loads its own catalog from its database.
+func Receipts(t testing.TB) *receipt.Catalog {
+	t.Helper()
+	receiptsMu.Lock()
+	defer receiptsMu.Unlock()
+	if receipts == nil {
+		conn := Conn(t, URL(t), "outbox_auditor")
+		c, err := receipt.LoadCatalog(context.Background(), conn)
+		if err != nil {
+			t.Fatalf("load receipt catalog: %v", err)
+		}
+		receipts = c
+	}
+	return receipts
 }
