@@ -110,7 +110,7 @@ func TestReleaseRegisterObservations(t *testing.T) {
 func TestReleaseActivateFile(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn := testdb.URL(t)
+	dsn := testdb.KernelURL(t)
 	sql, err := os.ReadFile("../../examples/orders/register.sql")
 	if err != nil {
 		t.Fatal(err)

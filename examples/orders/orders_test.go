@@ -34,7 +34,7 @@ const eventID = "6f1c3a52-8e0b-4d7a-9c1e-2b5d7f9a0c11"
 // event once.
 func TestOrdersReleaseEndToEnd(t *testing.T) {
 	ctx := context.Background()
-	dsn := testdb.URL(t)
+	dsn := testdb.KernelURL(t)
 	admin := testdb.Conn(t, dsn, "")
 	bin := t.TempDir()
 	build := exec.Command("go", "build", "-o", bin+string(os.PathSeparator), "github.com/oceanway/pgoutbox/cmd/dispatcher",

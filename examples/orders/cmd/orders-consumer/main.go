@@ -80,7 +80,7 @@ func run(args []string) error {
 	mux := http.NewServeMux()
 	for _, cfg := range []consumer.Config{orders.EmailConfig(pool), orders.LedgerConfig(pool)} {
 		cfg.Role, cfg.HMACSecret, cfg.Logger = *role, []byte(secret), log
-		c, err := consumer.New(cfg)
+		c, err := consumer.New(ctx, cfg)
 		if err != nil {
 			return fmt.Errorf("%s: %w", cfg.ConsumerName, err)
 		}
