@@ -18,7 +18,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	ternmigrate "github.com/jackc/tern/v2/migrate"
 
+	"github.com/oceanway/pgoutbox/internal/migrate"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/consumerfix"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/kernelfix"
@@ -490,4 +492,97 @@ func TestMigrateReferenceTwiceIsNoOp(t *testing.T) {
 	}
 	// and the release activates on it (the registry the delivery set needs is there)
 	testfix.ActivateReference(t, admin)
+}
+
+// D-1 for an existing install: a database at migration 040 that uses the reference rows (the
+// reference release registered and activated, events appended and claimed, a mailbox effect
+// recorded) keeps every one of them through 041 - destinations, their retry-policy rows, receipt
+// kinds with members, refinements - and the mailbox effect's rows move to refmailbox; the
+// reference installer then changes no registry row and the delivery set keeps delivering.
+func TestUpgradeFrom040KeepsUsedReferenceRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := kernelfix.FreshDatabase(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	m, err := ternmigrate.NewMigrator(ctx, conn, migrate.VersionTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.LoadMigrations(migrate.FS()); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.MigrateTo(ctx, 40); err != nil {
+		t.Fatalf("install 040: %v", err)
+	}
+	testfix.ActivateReference(t, conn)
+	testfix.Append(t, conn, testfix.Envelope(kernelfix.Metering, "1", "up40-1", 1))
+	testfix.Append(t, conn, testfix.Envelope(kernelfix.Resolution, "1", "up40-2", 1))
+	upExec(t, conn, `SET ROLE outbox_registrar`)
+	if err := pgcall.RegisterMailboxSource(ctx, conn, pgcall.MailboxSourceParams{Source: "up40-box",
+		HoleReleaseAfter: time.Hour, BackfillDeadline: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	upExec(t, conn, `RESET ROLE`)
+	upExec(t, conn, `INSERT INTO mailbox.ref_effects (source, identity, msg_id, key, revision, type, applied_at)
+	        VALUES ('up40-box', 'id-1', 1, 'k', 1, 't', now())`)
+	upExec(t, conn, `INSERT INTO mailbox.ref_key_sequences (source, key, last_revision) VALUES ('up40-box', 'k', 1)`)
+	registry := `SELECT concat_ws(' | ',
+	        (SELECT string_agg(concat_ws(',', receipt_kind, receipt_type, field_prefix, time_field, receipt_schema_version, requires_projection), ';' ORDER BY receipt_kind) FROM outbox.receipt_kinds),
+	        (SELECT string_agg(concat_ws(',', receipt_kind, member, json_type, required, minimum), ';' ORDER BY receipt_kind, member) FROM outbox.receipt_kind_members),
+	        (SELECT string_agg(concat_ws(',', event_type, event_schema_version, required_field), ';' ORDER BY 1, 2, 3) FROM outbox.envelope_refinements),
+	        (SELECT string_agg(concat_ws(',', destination, consumer_name, receipt_kind, projection_required, ordering), ';' ORDER BY destination) FROM outbox.delivery_destinations),
+	        (SELECT string_agg(concat_ws(',', destination, max_attempts, policy_version), ';' ORDER BY destination) FROM outbox.outbox_retry_policies))`
+	var before string
+	if err := conn.QueryRow(ctx, registry).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(before, "core_operations,operations_projector") || !strings.Contains(before, "run.created@2.0") {
+		t.Fatalf("040 registry: %s", before)
+	}
+
+	if err := migrate.Up(ctx, conn); err != nil {
+		t.Fatalf("040 -> head: %v", err)
+	}
+	var after string
+	if err := conn.QueryRow(ctx, registry).Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Fatalf("041 changed a used install's registry:\nbefore %s\nafter  %s", before, after)
+	}
+	var moved, gone int
+	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM refmailbox.ref_effects WHERE identity = 'id-1')
+	          + (SELECT count(*) FROM refmailbox.ref_key_sequences WHERE key = 'k'),
+	        (SELECT count(*) FROM pg_class WHERE relnamespace = 'mailbox'::regnamespace AND relname IN ('ref_effects', 'ref_key_sequences'))
+	          + (SELECT count(*) FROM pg_proc WHERE pronamespace = 'mailbox'::regnamespace AND proname = 'apply_reference_effect')`).
+		Scan(&moved, &gone); err != nil {
+		t.Fatal(err)
+	}
+	if moved != 2 || gone != 0 {
+		t.Fatalf("mailbox effect: %d rows in refmailbox (want 2), %d objects left in mailbox (want 0)", moved, gone)
+	}
+	// the reference installer on the upgraded database: no registry change, the effect function back
+	if err := reference.InstallBase(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	var again string
+	if err := conn.QueryRow(ctx, registry).Scan(&again); err != nil {
+		t.Fatal(err)
+	}
+	if again != before {
+		t.Fatalf("reference install changed the upgraded registry:\n%s\n%s", before, again)
+	}
+	if n := kernelfix.QueryInt(t, conn, `SELECT count(*) FROM pg_proc WHERE pronamespace = 'refmailbox'::regnamespace AND proname = 'apply_reference_effect'`); n != 1 {
+		t.Fatalf("refmailbox.apply_reference_effect: %d", n)
+	}
+	// delivery goes on: the appended events are claimable and acknowledged at head
+	disp := testdb.Conn(t, dsn, "outbox_dispatcher")
+	c := kernelfix.ClaimOne(t, disp, kernelfix.WorkerA, kernelfix.LongLease, kernelfix.DestMetering)
+	if got := kernelfix.Ack(t, disp, c); got != "complete" {
+		t.Fatalf("ack after the upgrade: %s", got)
+	}
 }
