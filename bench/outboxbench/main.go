@@ -140,7 +140,7 @@ func run(ctx context.Context, o options) (string, error) {
 	if err := selfCheck(); err != nil {
 		return "", err
 	}
-	dsn, err := migrate.FreshDatabase(ctx, o.server, o.dbName)
+	dsn, err := reference.FreshDatabase(ctx, o.server, o.dbName)
 	if err != nil {
 		return "", err
 	}
