@@ -8,7 +8,7 @@
 //
 //	tx, _ := pool.Begin(ctx)
 //	// ... business writes ...
-//	res, err := producer.Append(ctx, tx, producer.Event{EventType: "run.created@2.0", ...})
+//	res, err := producer.Append(ctx, tx, producer.Event{EventType: "order.placed@1", ...})
 //	if errors.Is(err, producer.ErrNotApplicable) { ... }
 //	tx.Commit(ctx) // the deferred anti-join runs here (ErrDeliverySetIncomplete)
 package producer

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/oceanway/pgoutbox/internal/migrate"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/release"
 )
@@ -214,4 +215,24 @@ func Install(ctx context.Context, conn *pgx.Conn) error {
 		}
 	}
 	return InstallObservationLog(ctx, conn, "", "")
+}
+
+// FreshDatabase is migrate.FreshDatabase with the reference release installed (Install): the
+// database the demo, the soak and the benchmarks run the reference release on (producer and
+// consumer databases alike - the consumer kit's inbox functions read the receipt kinds of the
+// consumer's own database).
+func FreshDatabase(ctx context.Context, serverURL, name string) (string, error) {
+	u, err := migrate.FreshDatabase(ctx, serverURL, name)
+	if err != nil {
+		return "", err
+	}
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(ctx)
+	if err := Install(ctx, conn); err != nil {
+		return "", fmt.Errorf("reference release on %s: %w", name, err)
+	}
+	return u, nil
 }

@@ -42,6 +42,9 @@ CREATE TABLE outbox.outbox_retry_policy_default (
 COMMENT ON TABLE outbox.outbox_retry_policy_default IS
     'The kernel-wide default retry policy (one row, destination ''*''): applies to every destination without a row in outbox_retry_policies. Changed by outbox.set_retry_policy(''*'', ...); every change recorded in outbox_retry_policy_history (destination ''*''). SPEC §2, D-1, D-5.';
 
+-- tg_outbox_retry_policy_default__keep: the default retry policy row is never deleted or
+--   truncated (OB202); it changes through outbox.set_retry_policy('*', ...) (SPEC §2, D-5).
+-- Caller: trigger function, granted to nobody.
 CREATE FUNCTION outbox.tg_outbox_retry_policy_default__keep()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -145,21 +148,14 @@ $do$;
 --   receipt_schema_version, members json, requires_projection DEFAULT false) RETURNS void
 -- (public, SPEC R-AK-1a, D-1, §13)
 -- Purpose: insert-or-compare of a receipt kind and its registered members. members: a JSON
---   object, member name -> {"type": "string"|"integer"|"boolean", "required": true|false,
---   "minimum"?: integer (integer members only), "maxLength"?: integer >= 0 (string members
---   only)}. The same definition again is a no-op; kinds are immutable, so another definition
---   under the same kind is refused. A new receipt schema version is a new kind.
--- Checks: literals in form (kind ^[a-z0-9][a-z0-9._@-]*$, type ^[A-Z][A-Za-z0-9]*$, prefix and
---   time field and member names ^[a-z][A-Za-z0-9]*$, each at most 100 characters), schema version
---   > 0, receipt type and field prefix not used by another kind, members an object without
---   duplicate names, no member named like a common receipt member (<prefix>Ref,
---   <prefix>SchemaVersion, <prefix>DigestAlgorithmVersion, <prefix>Digest, destination,
---   consumerName, eventId, eventEnvelopeDigestAlgorithmVersion, eventEnvelopeSha256, kind) or the
---   time field, at most 64 members, each with exactly the keys above (type and required
---   mandatory), bounds integers with |n| <= 2^53-1 on the right type.
+--   object, member name -> {"type": "string"|"integer"|"boolean", "required": bool,
+--   "minimum"?: integer (integer members), "maxLength"?: integer >= 0 (string members)}. The
+--   same definition again is a no-op; kinds are immutable (a new schema version is a new kind).
 -- Locking: the kind's row (INSERT ... ON CONFLICT: a concurrent registration of the same kind
 --   waits, then compares).
--- SQLSTATEs: OB101 for every refusal (nothing changes).
+-- SQLSTATEs: OB101 for every refusal, nothing changed: another definition under the kind, a
+--   receipt type or field prefix of another kind, a malformed definition (the checks:
+--   docs/contract.md#outboxregister_receipt_kind).
 -- Caller: outbox_registrar.
 CREATE FUNCTION outbox.register_receipt_kind(p_receipt_kind text, p_receipt_type text, p_field_prefix text,
                                              p_time_field text, p_receipt_schema_version integer, p_members json,
@@ -867,13 +863,11 @@ GRANT EXECUTE ON FUNCTION outbox.register_destination(text, text, text, text, in
 -- outbox.set_retry_policy(p_destination text, p_base_delay interval, p_multiplier numeric,
 --                         p_max_delay interval, p_jitter numeric, p_max_attempts integer)
 -- RETURNS integer  (public, operators; SPEC §2, D-5, R-AK-5)
--- Purpose: insert or change the retry policy of a registered destination, or with p_destination
---   '*' the kernel-wide default that every destination without a row of its own follows
---   (outbox.outbox_retry_policy_default); returns the new
---   policy_version (1 for a new row, bumped by the trigger on every change). Every change is
---   recorded in outbox.outbox_retry_policy_history by tg_outbox_retry_policies__history
---   (changed_by = session_user). An unchanged policy is not rewritten (same version returned).
---   Applies to retries scheduled after the change; available_at already computed stays.
+-- Purpose: insert or change the retry policy of a registered destination, or with '*' the
+--   kernel-wide default (outbox_retry_policy_default) every destination without a row follows;
+--   returns the policy_version (1 for a new row, bumped on every change). Every change is
+--   recorded in outbox_retry_policy_history (changed_by = session_user); an unchanged policy is
+--   not rewritten. Applies to retries scheduled after the change.
 -- Locking: the policy row (upsert).
 -- SQLSTATEs: 22023 unknown destination or a value out of range: base_delay > 0,
 --   1 <= multiplier <= 10, max_delay >= base_delay, 0 <= jitter < 1, 1 <= max_attempts <= 1000,

@@ -141,7 +141,7 @@ func run(ctx context.Context, o options) (string, error) {
 	default:
 		return "", fmt.Errorf("unknown -mode %q (p1, p2, p6, p3 or p3c)", o.mode)
 	}
-	dsn, err := migrate.FreshDatabase(ctx, o.server, o.dbName)
+	dsn, err := reference.FreshDatabase(ctx, o.server, o.dbName)
 	if err != nil {
 		return "", err
 	}

@@ -53,7 +53,7 @@ const p3Secret = "outboxbench-p3-secret-0123456789"
 func runP3(ctx context.Context, o options, dsn string, admin *pgx.Conn, prods []*pgx.Conn) (string, error) {
 	// The consumer's own database.
 	cname := o.dbName + "_consumer"
-	cdsn, err := migrate.FreshDatabase(ctx, o.server, cname)
+	cdsn, err := reference.FreshDatabase(ctx, o.server, cname)
 	if err != nil {
 		return "", err
 	}

@@ -22,7 +22,6 @@ import (
 
 	"github.com/oceanway/pgoutbox/consumer"
 	"github.com/oceanway/pgoutbox/internal/dispatcher"
-	"github.com/oceanway/pgoutbox/internal/migrate"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/scenario"
 	"github.com/oceanway/pgoutbox/internal/release"
@@ -46,7 +45,7 @@ func (c *cutoverDemo) as(role string) *pgx.Conn { return c.conns[role] }
 
 func runCutoverDemo(ctx context.Context, server string) error {
 	step("projection cutover: operations_timeline v1 -> v2 while producers run, and back")
-	url, err := migrate.FreshDatabase(ctx, server, "pgoutbox_demo_cutover")
+	url, err := reference.FreshDatabase(ctx, server, "pgoutbox_demo_cutover")
 	if err != nil {
 		return err
 	}

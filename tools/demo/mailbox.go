@@ -21,7 +21,7 @@ import (
 // at a per_aggregate destination one per key. It prints what happened at each step.
 func runMailboxDemo(ctx context.Context, server string) error {
 	step("mailbox pipeline: a legacy mailbox in another database")
-	ourURL, err := migrate.FreshDatabase(ctx, server, "pgoutbox_demo_mailbox")
+	ourURL, err := reference.FreshDatabase(ctx, server, "pgoutbox_demo_mailbox")
 	if err != nil {
 		return err
 	}

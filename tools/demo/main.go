@@ -30,7 +30,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/oceanway/pgoutbox/internal/migrate"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/scenario"
 	"github.com/oceanway/pgoutbox/reference"
@@ -77,11 +76,11 @@ func run(ctx context.Context, server, bin string, runs int, timeout time.Duratio
 
 	step("databases")
 	var err error
-	if d.producerURL, err = migrate.FreshDatabase(ctx, d.server, "pgoutbox_demo"); err != nil {
+	if d.producerURL, err = reference.FreshDatabase(ctx, d.server, "pgoutbox_demo"); err != nil {
 		return err
 	}
 	for _, s := range reference.All() {
-		u, err := migrate.FreshDatabase(ctx, d.server, "pgoutbox_demo_"+strings.TrimSuffix(s.ConsumerName, "_consumer"))
+		u, err := reference.FreshDatabase(ctx, d.server, "pgoutbox_demo_"+strings.TrimSuffix(s.ConsumerName, "_consumer"))
 		if err != nil {
 			return err
 		}

@@ -68,14 +68,14 @@ func run(ctx context.Context, server string, keep bool, out string, verbose bool
 	names := []string{"pgoutbox_soak"}
 	var err error
 	fmt.Println("== databases")
-	if cfg.ProducerDSN, err = migrate.FreshDatabase(ctx, server, names[0]); err != nil {
+	if cfg.ProducerDSN, err = reference.FreshDatabase(ctx, server, names[0]); err != nil {
 		return 1, err
 	}
 	cfg.ConsumerDSNs = map[string]string{}
 	for _, s := range reference.All() {
 		name := "pgoutbox_soak_" + strings.TrimSuffix(s.ConsumerName, "_consumer")
 		names = append(names, name)
-		if cfg.ConsumerDSNs[s.ConsumerName], err = migrate.FreshDatabase(ctx, server, name); err != nil {
+		if cfg.ConsumerDSNs[s.ConsumerName], err = reference.FreshDatabase(ctx, server, name); err != nil {
 			return 1, err
 		}
 	}
