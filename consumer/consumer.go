@@ -235,21 +235,18 @@ type Consumer struct {
 	stats  httpCounters
 }
 
-// New validates cfg, loads the receipt catalog from the database when cfg.Catalog is nil, and
-// returns a Consumer.
+// ErrCatalogUnavailable wraps the error of New when the receipt catalog could not be read from
+// the database (unreachable, or the role lacks EXECUTE on outbox.receipt_kind_catalog): the
+// configuration itself was accepted, so New may be called again once the database answers.
+var ErrCatalogUnavailable = errors.New("receipt catalog unavailable")
+
+// New validates cfg, loads the receipt catalog from the database when cfg.Catalog is nil, checks
+// the receipt kind against it and returns a Consumer. The checks that need no database run
+// first: an error wrapping ErrCatalogUnavailable means only the catalog is missing.
 func New(ctx context.Context, cfg Config) (*Consumer, error) {
-	if cfg.Pool == nil {
-		return nil, errors.New("consumer: Pool is required")
-	}
-	cat := cfg.Catalog
-	if cat == nil {
-		var err error
-		if cat, err = loadCatalog(ctx, cfg.Pool, cfg.Role); err != nil {
-			return nil, fmt.Errorf("consumer: %w", err)
-		}
-	}
-	info, ok := cat.Lookup(cfg.ReceiptKind)
 	switch {
+	case cfg.Pool == nil:
+		return nil, errors.New("consumer: Pool is required")
 	case (cfg.Apply == nil) == (cfg.Mutate == nil):
 		return nil, errors.New("consumer: exactly one of Apply and Mutate is required")
 	case cfg.Destination == "" || cfg.ConsumerName == "":
@@ -259,14 +256,10 @@ func New(ctx context.Context, cfg Config) (*Consumer, error) {
 	case cfg.DualApply != nil && (cfg.Mutate != nil || cfg.ProjectionName == "" || cfg.DualApply.Apply == nil ||
 		cfg.DualApply.ProjectionVersion < 1 || cfg.DualApply.ProjectionVersion == cfg.ProjectionVersion):
 		return nil, errors.New("consumer: DualApply needs Apply, a projection and another version with its own Apply")
-	case !ok:
-		return nil, fmt.Errorf("consumer: receipt kind %q is not registered (outbox.receipt_kinds)", cfg.ReceiptKind)
 	case cfg.ReceiptKind == receipt.BrokerPublication:
 		return nil, fmt.Errorf("consumer: receipt kind %q is built by the dispatcher's broker transport only", cfg.ReceiptKind)
 	case (cfg.ProjectionName == "") != (cfg.ProjectionVersion == 0) || cfg.ProjectionVersion < 0:
 		return nil, errors.New("consumer: ProjectionName and ProjectionVersion go together (\"\"/0 for none)")
-	case info.RequiresProjection && cfg.ProjectionName == "":
-		return nil, fmt.Errorf("consumer: %s receipts need a projection", cfg.ReceiptKind)
 	case len(cfg.SupportedEvents) == 0:
 		return nil, errors.New("consumer: SupportedEvents is empty")
 	case cfg.MaxConcurrent < 0:
@@ -279,6 +272,20 @@ func New(ctx context.Context, cfg Config) (*Consumer, error) {
 		return nil, errors.New("consumer: MaxBodyBytes must be >= 0")
 	case cfg.UnauthenticatedReadGrace < 0 || cfg.MinUnauthenticatedBodyRate < 0 || cfg.UnauthenticatedStall < 0:
 		return nil, errors.New("consumer: UnauthenticatedReadGrace, MinUnauthenticatedBodyRate and UnauthenticatedStall must be >= 0 (0: default)")
+	}
+	cat := cfg.Catalog
+	if cat == nil {
+		var err error
+		if cat, err = loadCatalog(ctx, cfg.Pool, cfg.Role); err != nil {
+			return nil, fmt.Errorf("consumer: %w: %w", ErrCatalogUnavailable, err)
+		}
+	}
+	info, ok := cat.Lookup(cfg.ReceiptKind)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("consumer: receipt kind %q is not registered (outbox.receipt_kinds)", cfg.ReceiptKind)
+	case info.RequiresProjection && cfg.ProjectionName == "":
+		return nil, fmt.Errorf("consumer: %s receipts need a projection", cfg.ReceiptKind)
 	}
 	c := &Consumer{cfg: cfg, info: info, receipts: cat, supported: map[EventKey]bool{}, types: map[string]bool{}}
 	for _, m := range info.Members {

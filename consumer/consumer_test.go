@@ -221,3 +221,25 @@ func TestNewValidates(t *testing.T) {
 		}
 	}
 }
+
+// downDB is a database that never answers.
+type downDB struct{}
+
+func (downDB) BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error) {
+	return nil, errors.New("connection refused")
+}
+
+// SPEC §13: without Config.Catalog, New reads the receipt catalog through Pool; when it cannot,
+// the error wraps ErrCatalogUnavailable, and a configuration error is reported before the
+// database is asked (so a caller can tell the two apart and retry only the first).
+func TestNewLoadsCatalogAfterValidating(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Catalog, cfg.Pool = nil, downDB{}
+	if _, err := New(context.Background(), cfg); !errors.Is(err, ErrCatalogUnavailable) {
+		t.Fatalf("database down: %v, want ErrCatalogUnavailable", err)
+	}
+	cfg.SupportedEvents = nil
+	if _, err := New(context.Background(), cfg); err == nil || errors.Is(err, ErrCatalogUnavailable) {
+		t.Fatalf("bad configuration with the database down: %v, want the configuration error", err)
+	}
+}

@@ -181,21 +181,33 @@ func LoadCatalog(ctx context.Context, db pgcall.DBTX) (*Catalog, error) {
 // Lookup returns the description of kind k.
 func (c *Catalog) Lookup(k Kind) (Info, bool) {
 	if r := c.byKind[k]; r != nil {
-		return r.Info, true
+		return r.Info.clone(), true
 	}
 	return Info{}, false
+}
+
+// clone returns i with its own copy of Members (a Catalog never shares its slices).
+func (i Info) clone() Info {
+	i.Members = append([]Member(nil), i.Members...)
+	return i
 }
 
 // ByType returns the kind whose receipt type is receiptType (e.g. "BrokerPublicationReceipt").
 func (c *Catalog) ByType(receiptType string) (Info, bool) {
 	if r := c.byType[receiptType]; r != nil {
-		return r.Info, true
+		return r.Info.clone(), true
 	}
 	return Info{}, false
 }
 
 // Kinds lists every kind of the catalog, sorted by name.
-func (c *Catalog) Kinds() []Info { return append([]Info(nil), c.kinds...) }
+func (c *Catalog) Kinds() []Info {
+	out := make([]Info, len(c.kinds))
+	for i, in := range c.kinds {
+		out[i] = in.clone()
+	}
+	return out
+}
 
 // Members returns the kind-specific members of kind k, sorted by name (nil for an unknown kind).
 func (c *Catalog) Members(k Kind) []Member {

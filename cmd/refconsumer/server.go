@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/oceanway/pgoutbox/consumer"
 	"github.com/oceanway/pgoutbox/reference"
+	"github.com/oceanway/pgoutbox/wire"
 )
 
 type serveOptions struct {
@@ -78,8 +80,11 @@ func (e errRow) Scan(...any) error { return e.err }
 type served struct {
 	opts      serveOptions
 	gate      *gatedPool
-	kit       *consumer.Consumer
+	cfg       consumer.Config
 	installed atomic.Bool
+	// kit is nil until the receipt catalog could be read from the consumer's database (the kit
+	// loads it at start): a consumer started while its database is down serves once it is up.
+	kit atomic.Pointer[consumer.Consumer]
 }
 
 type server struct {
@@ -124,14 +129,16 @@ func newServer(ctx context.Context, log *slog.Logger, opts []serveOptions) (*ser
 		kc.SignatureWindow, kc.AcceptBodyOnlySignature = o.signatureWindow, o.acceptBodyOnly
 		kc.UnauthenticatedReadGrace, kc.MinUnauthenticatedBodyRate, kc.UnauthenticatedStall = o.unauthGrace, o.unauthRate, o.unauthStall
 		kc.Logger = log
-		kit, err := consumer.New(ctx, kc)
-		if err != nil {
+		// The gate is closed until the monitor's first check, so this validates the configuration
+		// and leaves the catalog (and the kit) to the monitor.
+		_, err = consumer.New(ctx, kc)
+		if err != nil && !errors.Is(err, consumer.ErrCatalogUnavailable) {
 			pool.Close()
 			cancel()
 			s.close()
 			return nil, err
 		}
-		sv := &served{opts: o, gate: gate, kit: kit}
+		sv := &served{opts: o, gate: gate, cfg: kc}
 		s.consumer[o.spec.ConsumerName] = sv
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); s.monitor(ctx, sv) }()
@@ -183,13 +190,38 @@ func (s *server) check(ctx context.Context, sv *served) error {
 		sv.installed.Store(true)
 		s.log.Info("consumer schema installed", "consumer", sv.opts.spec.ConsumerName, "schema", sv.opts.spec.Schema)
 	}
+	if sv.kit.Load() == nil {
+		kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		cfg := sv.cfg
+		cfg.Pool = sv.gate.pool // the gate opens only after this check
+		kit, err := consumer.New(kctx, cfg)
+		if err != nil {
+			return err
+		}
+		// The kit keeps the gated pool for its deliveries (fail fast while the database is down).
+		cfg.Pool, cfg.Catalog = sv.gate, kit.Catalog()
+		if kit, err = consumer.New(kctx, cfg); err != nil {
+			return err
+		}
+		sv.kit.Store(kit)
+	}
 	return nil
 }
 
 func (s *server) mux() http.Handler {
 	mux := http.NewServeMux()
 	for name, sv := range s.consumer {
-		mux.Handle("/consumers/"+name, sv.kit)
+		mux.HandleFunc("/consumers/"+name, func(w http.ResponseWriter, r *http.Request) {
+			if kit := sv.kit.Load(); kit != nil {
+				kit.ServeHTTP(w, r)
+				return
+			}
+			// Not started yet: its database (and so its receipt catalog) has not answered.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_ = json.NewEncoder(w).Encode(wire.HTTPErrorBody{Code: "database_unavailable", Ref: "receipt_catalog"})
+		})
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusOK)
@@ -197,7 +229,7 @@ func (s *server) mux() http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		for name, sv := range s.consumer {
-			if !sv.gate.up.Load() || (sv.opts.install && !sv.installed.Load()) {
+			if !sv.gate.up.Load() || (sv.opts.install && !sv.installed.Load()) || sv.kit.Load() == nil {
 				w.WriteHeader(http.StatusServiceUnavailable)
 				_, _ = w.Write([]byte("not ready: " + name + "\n"))
 				return

@@ -158,8 +158,8 @@ var errShutdown = errors.New("shutdown grace expired before the outcome could be
 // ErrNoActiveDeliverySet is returned by Preflight and Ready when no delivery set is active.
 var ErrNoActiveDeliverySet = errors.New("no active delivery set (register and activate one first; R-DP-6)")
 
-// loadCatalogs reads the error codes and the receipt kinds from the database and hands the
-// receipt catalog to the transports that build receipts (JetStream). A kind or code registered
+// loadCatalogs reads the error codes and the receipt kinds from the database and hands them to
+// the transports that use them (HTTP classifies error answers, JetStream builds receipts). A kind or code registered
 // later is known after the next Preflight (a restart).
 func (d *Dispatcher) loadCatalogs(ctx context.Context) error {
 	codes, err := transport.LoadCodes(ctx, d.pool)
@@ -175,6 +175,9 @@ func (d *Dispatcher) loadCatalogs(ctx context.Context) error {
 	for _, t := range d.transports {
 		if u, ok := t.(transport.ReceiptCatalogUser); ok {
 			u.SetReceiptCatalog(receipts)
+		}
+		if u, ok := t.(transport.CodesUser); ok {
+			u.SetCodes(codes)
 		}
 	}
 	return nil

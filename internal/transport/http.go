@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/oceanway/pgoutbox/internal/config"
@@ -38,7 +39,12 @@ type HTTPOptions struct {
 type HTTP struct {
 	opts   HTTPOptions
 	client *http.Client
+	// codes: the normalized error codes the dispatcher loaded at preflight (SetCodes).
+	codes atomic.Pointer[Codes]
 }
+
+// SetCodes sets the error codes error answers are classified with (CodesUser).
+func (h *HTTP) SetCodes(c *Codes) { h.codes.Store(c) }
 
 // NewHTTP returns an HTTP transport.
 func NewHTTP(opts HTTPOptions) (*HTTP, error) {
@@ -128,20 +134,20 @@ func (h *HTTP) Deliver(ctx context.Context, d wire.Delivery) (wire.Result, error
 	if len(body) > h.opts.MaxResponseBytes {
 		return wire.Result{Status: wire.Retryable, Code: CodeInvalidAck, Ref: "http:response_too_large"}, nil
 	}
-	return MapHTTPResponse(resp.StatusCode, body), nil
+	return MapHTTPResponse(resp.StatusCode, body, h.codes.Load()), nil
 }
 
 // MapHTTPResponse is the response mapping of docs/transport-http.md:
 //   - 200 with a JSON object holding exactly "ack" and "receipt", both JSON objects → Acknowledged;
 //   - any other 2xx, or a 200 whose body is not that → Retryable invalid_ack;
-//   - 409/422 with {"code": <code>} → NonRetryable code;
-//   - 429/503 with {"code": <code>} → Retryable code;
-//   - anything else (other statuses, a missing code) → Retryable consumer_unavailable.
+//   - 409/422 with {"code": <non-retryable code>} → NonRetryable code;
+//   - 429/503 with {"code": <retryable code>} → Retryable code;
+//   - anything else (other statuses, missing/unknown codes, a code of the wrong class for the
+//     status) → Retryable consumer_unavailable.
 //
-// Whether the code exists and is of the status's class is the database's list (outbox.error_codes):
-// the dispatcher checks it with Codes.Normalize, which turns an unknown code or one of the wrong
-// class into Retryable consumer_unavailable.
-func MapHTTPResponse(status int, body []byte) wire.Result {
+// The codes and their classes are codes, the rows of outbox.error_codes the dispatcher loaded at
+// preflight; with none (nil) no code is usable.
+func MapHTTPResponse(status int, body []byte, codes *Codes) wire.Result {
 	switch {
 	case status == http.StatusOK:
 		ack, receipt, ok := parseSuccess(body)
@@ -152,11 +158,11 @@ func MapHTTPResponse(status int, body []byte) wire.Result {
 	case status >= 200 && status < 300:
 		return wire.Result{Status: wire.Retryable, Code: CodeInvalidAck, Ref: "http:status_" + strconv.Itoa(status)}
 	case status == http.StatusConflict || status == http.StatusUnprocessableEntity:
-		if e, ok := parseError(body); ok {
+		if e, ok := parseError(body); ok && codes != nil && codes.NonRetryable(e.Code) {
 			return wire.Result{Status: wire.NonRetryable, Code: e.Code, Ref: SanitizeRef(e.Ref)}
 		}
 	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
-		if e, ok := parseError(body); ok {
+		if e, ok := parseError(body); ok && codes != nil && codes.Retryable(e.Code) {
 			return wire.Result{Status: wire.Retryable, Code: e.Code, Ref: SanitizeRef(e.Ref)}
 		}
 	}

@@ -180,11 +180,14 @@ func TestHTTPResponseMapping(t *testing.T) {
 			}))
 			defer srv.Close()
 			h, _ := NewHTTP(HTTPOptions{URL: srv.URL, Timeout: 2 * time.Second})
+			h.SetCodes(testCodes) // what the dispatcher's preflight hands it
 			res, err := h.Deliver(context.Background(), sampleDelivery())
 			if err != nil {
 				t.Fatal(err)
 			}
-			res = testCodes.Normalize(res) // the class check against outbox.error_codes (the dispatcher's)
+			if n := testCodes.Normalize(res); n.Status != res.Status || n.Code != res.Code {
+				t.Fatalf("mapped answer %+v is not normalized (%+v)", res, n)
+			}
 			if res.Status != c.want || res.Code != c.code {
 				t.Fatalf("got %s/%q, want %s/%q", res.Status, res.Code, c.want, c.code)
 			}
@@ -390,5 +393,31 @@ func TestHTTPReusesConnections(t *testing.T) {
 	defer mu.Unlock()
 	if opened > inFlight {
 		t.Fatalf("%d deliveries (%d at a time) opened %d connections; want at most %d (keep-alive reuse)", total, inFlight, opened, inFlight)
+	}
+}
+
+// R-AK-7: an error answer's code is usable only when the codes loaded from outbox.error_codes
+// class it like the status; otherwise the answer is retryable consumer_unavailable with the
+// status as its ref, and without loaded codes no code is usable (never a quarantine).
+func TestMapHTTPResponseUsesLoadedCodes(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		status int
+		body   string
+		codes  *Codes
+		want   wire.Result
+	}{
+		{409, `{"code":"consumer_rejected","ref":"bug:1"}`, testCodes, wire.Result{Status: wire.NonRetryable, Code: "consumer_rejected", Ref: "bug:1"}},
+		{409, `{"code":"bogus","ref":"bug:1"}`, testCodes, wire.Result{Status: wire.Retryable, Code: "consumer_unavailable", Ref: "http:status_409"}},
+		{503, `{"code":"retry_exhausted"}`, testCodes, wire.Result{Status: wire.Retryable, Code: "consumer_unavailable", Ref: "http:status_503"}},
+		{409, `{"code":"consumer_rejected"}`, nil, wire.Result{Status: wire.Retryable, Code: "consumer_unavailable", Ref: "http:status_409"}},
+		{429, `{"code":"capacity_protection"}`, nil, wire.Result{Status: wire.Retryable, Code: "consumer_unavailable", Ref: "http:status_429"}},
+		{409, `{"code":"shelf_gone"}`, NewCodes([]pgcall.ErrorCode{{Code: "shelf_gone"}}), wire.Result{Status: wire.NonRetryable, Code: "shelf_gone"}},
+	}
+	for _, c := range cases {
+		got := MapHTTPResponse(c.status, []byte(c.body), c.codes)
+		if got.Status != c.want.Status || got.Code != c.want.Code || got.Ref != c.want.Ref {
+			t.Errorf("%d %s (codes %v): %+v, want %+v", c.status, c.body, c.codes != nil, got, c.want)
+		}
 	}
 }

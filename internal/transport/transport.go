@@ -51,11 +51,29 @@ func LoadCodes(ctx context.Context, db pgcall.DBTX) (*Codes, error) {
 	return NewCodes(rows), nil
 }
 
-// Retryable reports whether code is a known retryable code.
-func (c *Codes) Retryable(code string) bool { r, ok := c.retryable[code]; return ok && r }
+// CodesUser is a transport that classifies error answers itself (HTTP): the dispatcher hands it
+// the codes it loaded at preflight.
+type CodesUser interface {
+	SetCodes(c *Codes)
+}
 
-// NonRetryable reports whether code is a known non-retryable code.
-func (c *Codes) NonRetryable(code string) bool { r, ok := c.retryable[code]; return ok && !r }
+// Retryable reports whether code is a known retryable code (false on a nil Codes).
+func (c *Codes) Retryable(code string) bool {
+	if c == nil {
+		return false
+	}
+	r, ok := c.retryable[code]
+	return ok && r
+}
+
+// NonRetryable reports whether code is a known non-retryable code (false on a nil Codes).
+func (c *Codes) NonRetryable(code string) bool {
+	if c == nil {
+		return false
+	}
+	r, ok := c.retryable[code]
+	return ok && !r
+}
 
 // Codes used by the dispatcher and the transports themselves.
 const (
