@@ -52,6 +52,19 @@ func TestOrdersReleaseEndToEnd(t *testing.T) {
 	// 1. Receipt kinds and destinations (twice: the second run changes nothing).
 	psql(t, dsn, "register.sql")
 	psql(t, dsn, "register.sql")
+	// A kind or a destination registered differently under the same name is refused (OB101).
+	registrar := testdb.Conn(t, dsn, "outbox_registrar")
+	for _, q := range []string{
+		`SELECT outbox.register_receipt_kind('order_email', 'OrderEmailReceipt', 'orderEmailReceipt', 'sentAt', 1,
+			'{"messageId": {"type": "string", "required": false}}')`,
+		`SELECT outbox.register_destination('order_email', 'order_email_sender', 'order_ledger', 'OrderLedgerReceipt', 1, false)`,
+	} {
+		_, err := registrar.Exec(ctx, q)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "OB101" {
+			t.Fatalf("%s: %v, want OB101", q, err)
+		}
+	}
 	if n := count(t, admin, `SELECT count(*) FROM outbox.receipt_kinds k JOIN outbox.delivery_destinations d USING (receipt_kind)
 		WHERE (k.receipt_kind, k.receipt_type, k.field_prefix, d.destination) IN
 		      (('order_email', 'OrderEmailReceipt', 'orderEmailReceipt', 'order_email'),
