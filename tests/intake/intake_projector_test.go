@@ -138,8 +138,8 @@ func TestObservationProjectorClaimAckFence(t *testing.T) {
 	if o := opAckOne(t, b.proj, opAck(c)); o.Outcome != "acknowledged" || o.SQLState != "" {
 		t.Fatalf("ack: %+v", o)
 	}
-	if o := opAckOne(t, b.proj, opAck(c)); o.Outcome != "acknowledged" || o.Detail != "already_acknowledged" {
-		t.Fatalf("ack replay: %+v", o)
+	if o := opAckOne(t, b.proj, opAck(c)); o.Outcome != "rejected" || o.SQLState != "OB001" || o.Detail != "finished" {
+		t.Fatalf("ack replay: %+v, want OB001 finished (R-OB-4: a finished lease's token)", o)
 	}
 
 	// A second projection of the same consumer: the ack needs its receipt too.
