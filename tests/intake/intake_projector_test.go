@@ -176,10 +176,8 @@ func TestObservationProjectorClaimAckFence(t *testing.T) {
 		t.Fatalf("%d acknowledged work rows, want 2", n)
 	}
 	// An expired lease is handed out again, with a new token; the old token no longer acks.
-	if _, err := b.Admin.Exec(ctx, `UPDATE intake.observation_deliveries SET lease_expires_at = now() - interval '1 second'
-		WHERE consumer_name = $1 AND observation_id = $2::uuid`, opConsumer, cs[2].ObservationID); err != nil {
-		t.Fatal(err)
-	}
+	intakefix.Fixture(t, b.Admin, `UPDATE intake.observation_deliveries SET lease_expires_at = now() - interval '1 second'
+		WHERE consumer_name = $1 AND observation_id = $2::uuid`, opConsumer, cs[2].ObservationID)
 	re := opClaim(t, b.proj, 100)
 	if len(re) != 1 || re[0].ObservationID != cs[2].ObservationID || re[0].LeaseToken == cs[2].LeaseToken {
 		t.Fatalf("expired lease not re-claimed with a new token: %+v", re)
