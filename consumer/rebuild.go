@@ -31,7 +31,7 @@ type RebuildStats struct {
 // quarantined) is listed in RebuildStats.Refused, never skipped silently; a transient failure is
 // retried up to 5 times, then Rebuild fails - a claimed source is handed out once per build, so
 // the build must then be restarted (outbox.start_shadow_build). It returns when the build has no
-// more sources (for a frozen build: when it has caught up with its boundary, OB803).
+// more sources: an empty batch (for a frozen build: when it has caught up with its boundary).
 func (c *Consumer) Rebuild(ctx context.Context, claimer pgcall.DBTX, buildID string, batch int) (RebuildStats, error) {
 	var st RebuildStats
 	if c.cfg.BuildToken == "" {
@@ -62,9 +62,6 @@ func (c *Consumer) Rebuild(ctx context.Context, claimer pgcall.DBTX, buildID str
 	}
 	for {
 		srcs, err := pgcall.ClaimRebuildSources(ctx, claimer, buildID, c.cfg.BuildToken, batch)
-		if errors.Is(err, pgcall.ErrOutsideCutoverBoundary) {
-			break // a frozen build has caught up with its boundary (OB803)
-		}
 		if err != nil {
 			return st, err
 		}

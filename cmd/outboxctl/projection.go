@@ -281,7 +281,7 @@ var errRollbackBlocked = errors.New("rollback blocked: the readiness proof names
 // the other direction (SPEC R-PV-3, docs/projection-versions.md runbook step 6): a rollback build
 // of the frozen version (outbox.start_shadow_build), its sources handed out until none is left
 // (its receipts exist already: dual-apply kept it current), the freeze, the hand-out of the
-// boundary members the build still lacks (until OB803), and cutover_projection to the delivery
+// boundary members the build still lacks (until an empty batch), and cutover_projection to the delivery
 // set q whose members target that version. Each call commits on its own; a crash between them
 // leaves the old pointer in place (the cutover is one transaction), and running rollback again
 // starts a new build, which abandons the half-done one (its token dies, OB001).
@@ -322,9 +322,6 @@ func runRollback(ctx context.Context, dsn, name string, version int, q pgcall.Qu
 		n := 0
 		for {
 			batch, err := pgcall.ClaimRebuildSources(ctx, conn, b.BuildID, token, 1000)
-			if errors.Is(err, pgcall.ErrOutsideCutoverBoundary) {
-				return n, nil
-			}
 			if err != nil {
 				return n, fmt.Errorf("rollback hand-out: %w", err)
 			}

@@ -91,6 +91,17 @@ func run(args []string) error {
 	unauthRate := fs.Int64("min-unauthenticated-body-rate", 64<<10, "body-only signature: minimum bytes/s of a body read before authentication")
 	unauthStall := fs.Duration("unauthenticated-stall", 250*time.Millisecond, "body-only signature: a read that received nothing this long loses its slot to a waiting request")
 	logLevel := fs.String("log-level", env("REFCONSUMER_LOG_LEVEL", "info"), "debug|info|warn|error")
+	// projection versions (SPEC R-PV-1..R-PV-3, docs/projection-versions.md runbook)
+	versions, dualVersions, dualTokens := multiFlag{}, multiFlag{}, multiFlag{}
+	fs.Var(versions, "projection-version", "NAME=V serve (or rebuild) NAME's projection at version V, its tables in schema <schema>_v<V> (repeatable; default: the reference version)")
+	fs.Var(dualVersions, "dual-apply", "NAME=V also apply every delivery of NAME to projection version V in the same inbox transaction (cutover dual-apply; repeatable)")
+	fs.Var(dualTokens, "dual-apply-token", "NAME=TOKEN live build token of NAME's -dual-apply version while it is a shadow (prefer REFCONSUMER_<NAME>_DUAL_APPLY_TOKEN)")
+	rebuild := fs.String("rebuild", "", "NAME: rebuild NAME's shadow version (-projection-version) from the kernel's history for -build-id/-build-token, print the counts and exit")
+	buildID := fs.String("build-id", env("REFCONSUMER_BUILD_ID", ""), "-rebuild: the build id of outbox.start_shadow_build")
+	buildToken := fs.String("build-token", env("REFCONSUMER_BUILD_TOKEN", ""), "-rebuild: the build's live token (after a freeze: the new one; prefer REFCONSUMER_BUILD_TOKEN)")
+	projectorURL := fs.String("projector-url", env("REFCONSUMER_PROJECTOR_URL", ""), "-rebuild: database URL of the outbox_projector session that claims the sources (default: the consumer's database)")
+	projectorRole := fs.String("projector-role", env("REFCONSUMER_PROJECTOR_ROLE", ""), "-rebuild: role to SET on the projector session (e.g. outbox_projector)")
+	rebuildBatch := fs.Int("rebuild-batch", 100, "-rebuild: sources per claim (1..1000)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -121,6 +132,15 @@ func run(args []string) error {
 	if *grantTo == "" {
 		*grantTo = *role
 	}
+	if *rebuild != "" {
+		if *buildID == "" || *buildToken == "" {
+			return errors.New("-rebuild needs -build-id and -build-token (or REFCONSUMER_BUILD_ID / REFCONSUMER_BUILD_TOKEN)")
+		}
+		if *rebuildBatch < 1 || *rebuildBatch > 1000 {
+			return fmt.Errorf("-rebuild-batch %d out of range 1..1000", *rebuildBatch)
+		}
+		*consumers = *rebuild
+	}
 
 	var opts []serveOptions
 	for _, name := range strings.Split(*consumers, ",") {
@@ -132,10 +152,29 @@ func run(args []string) error {
 		if !ok {
 			return fmt.Errorf("unknown consumer %q (known: %s)", name, strings.Join(names, ", "))
 		}
+		if v, ok := versions[name]; ok {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return fmt.Errorf("-projection-version %s=%s: want a version >= 1", name, v)
+			}
+			spec = versionedSpec(spec, n)
+		}
 		o := serveOptions{spec: spec, role: *role, grantTo: *grantTo, install: *install,
 			maxConcurrent: *maxConc, insecure: *insecure, maxBodyBytes: *maxBody, maxUnauthReads: *maxUnauth,
 			signatureWindow: *window, acceptBodyOnly: *bodyOnly, unauthGrace: *unauthGrace,
 			unauthRate: *unauthRate, unauthStall: *unauthStall, oneRoundTrip: *oneTrip}
+		if v, ok := dualVersions[name]; ok {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n == spec.ProjectionVersion || spec.ProjectionName == "" {
+				return fmt.Errorf("-dual-apply %s=%s: want a projection version >= 1 other than the served %d", name, v, spec.ProjectionVersion)
+			}
+			base, _ := reference.Lookup(name)
+			d := versionedSpec(base, n)
+			o.dual, o.oneRoundTrip = &d, false // dual-apply runs on the Apply path
+			o.dualToken = firstNonEmpty(dualTokens[name], os.Getenv(envName(name, "DUAL_APPLY_TOKEN")))
+		} else if _, ok := dualTokens[name]; ok {
+			return fmt.Errorf("-dual-apply-token %s without -dual-apply %s=V", name, name)
+		}
 		if r := firstNonEmpty(roles[name], os.Getenv(envName(name, "ROLE"))); r != "" {
 			o.role, o.grantTo = r, r
 		}
@@ -145,7 +184,7 @@ func run(args []string) error {
 		}
 		o.secret = firstNonEmpty(secrets[name], os.Getenv(envName(name, "HMAC_SECRET")))
 		o.token = firstNonEmpty(tokens[name], os.Getenv(envName(name, "BEARER_TOKEN")))
-		if o.secret == "" && o.token == "" && !*insecure {
+		if o.secret == "" && o.token == "" && !*insecure && *rebuild == "" {
 			return fmt.Errorf("consumer %s: no HMAC secret or bearer token (%s / %s); refusing to serve unauthenticated",
 				name, envName(name, "HMAC_SECRET"), envName(name, "BEARER_TOKEN"))
 		}
@@ -157,6 +196,10 @@ func run(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if *rebuild != "" {
+		return runRebuild(ctx, log, opts[0], rebuildOptions{buildID: *buildID, buildToken: *buildToken,
+			projectorURL: firstNonEmpty(*projectorURL, opts[0].dbURL), projectorRole: *projectorRole, batch: *rebuildBatch}, os.Stdout)
+	}
 	srv, err := newServer(ctx, log, opts)
 	if err != nil {
 		return err

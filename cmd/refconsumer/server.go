@@ -36,6 +36,10 @@ type serveOptions struct {
 	unauthRate      int64
 	unauthStall     time.Duration
 	oneRoundTrip    bool
+	// dual: the second projection version every delivery is also applied to (cutover
+	// dual-apply), dualToken its live build token while it is a shadow.
+	dual      *reference.Spec
+	dualToken string
 }
 
 // errDatabaseDown is what a gated pool answers while its monitor sees the database down; the
@@ -129,6 +133,9 @@ func newServer(ctx context.Context, log *slog.Logger, opts []serveOptions) (*ser
 		kc.SignatureWindow, kc.AcceptBodyOnlySignature = o.signatureWindow, o.acceptBodyOnly
 		kc.UnauthenticatedReadGrace, kc.MinUnauthenticatedBodyRate, kc.UnauthenticatedStall = o.unauthGrace, o.unauthRate, o.unauthStall
 		kc.Logger = log
+		if o.dual != nil {
+			kc.DualApply = &consumer.DualTarget{ProjectionVersion: o.dual.ProjectionVersion, Apply: o.dual.Config(gate).Apply, BuildToken: o.dualToken}
+		}
 		// The gate is closed until the monitor's first check, so this validates the configuration
 		// and leaves the catalog (and the kit) to the monitor.
 		_, err = consumer.New(ctx, kc)
@@ -186,6 +193,11 @@ func (s *server) check(ctx context.Context, sv *served) error {
 		defer cancel()
 		if err := sv.opts.spec.Install(ictx, sv.gate.pool, sv.opts.grantTo); err != nil {
 			return err
+		}
+		if d := sv.opts.dual; d != nil {
+			if err := d.Install(ictx, sv.gate.pool, sv.opts.grantTo); err != nil {
+				return err
+			}
 		}
 		sv.installed.Store(true)
 		s.log.Info("consumer schema installed", "consumer", sv.opts.spec.ConsumerName, "schema", sv.opts.spec.Schema)

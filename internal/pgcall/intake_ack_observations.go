@@ -14,9 +14,10 @@ type ObservationAck struct {
 }
 
 // ObservationAckOutcome is one row of intake.ack_observations: Outcome acknowledged | rejected;
-// SQLState "" when acknowledged, else OB001 (no live lease with that token), OB002 (digest
-// mismatch or a registered projection's receipt missing) or 22023 (malformed item); Detail says
-// which (already_acknowledged on an acknowledged replay).
+// SQLState "" when acknowledged, else OB001 (no live lease with that token: stale_token,
+// lease_expired, not_leased, no_work_row, lease_lost, or finished - the lease already ended, a
+// second ack of the same observation included), OB002 (digest mismatch or a registered
+// projection's receipt missing) or 22023 (malformed item); Detail says which.
 type ObservationAckOutcome struct {
 	ObservationID string
 	Outcome       string

@@ -138,8 +138,8 @@ func TestObservationProjectorClaimAckFence(t *testing.T) {
 	if o := opAckOne(t, b.proj, opAck(c)); o.Outcome != "acknowledged" || o.SQLState != "" {
 		t.Fatalf("ack: %+v", o)
 	}
-	if o := opAckOne(t, b.proj, opAck(c)); o.Outcome != "acknowledged" || o.Detail != "already_acknowledged" {
-		t.Fatalf("ack replay: %+v", o)
+	if o := opAckOne(t, b.proj, opAck(c)); o.Outcome != "rejected" || o.SQLState != "OB001" || o.Detail != "finished" {
+		t.Fatalf("ack replay: %+v, want OB001 finished (R-OB-4: a finished lease's token)", o)
 	}
 
 	// A second projection of the same consumer: the ack needs its receipt too.
@@ -176,10 +176,8 @@ func TestObservationProjectorClaimAckFence(t *testing.T) {
 		t.Fatalf("%d acknowledged work rows, want 2", n)
 	}
 	// An expired lease is handed out again, with a new token; the old token no longer acks.
-	if _, err := b.Admin.Exec(ctx, `UPDATE intake.observation_deliveries SET lease_expires_at = now() - interval '1 second'
-		WHERE consumer_name = $1 AND observation_id = $2::uuid`, opConsumer, cs[2].ObservationID); err != nil {
-		t.Fatal(err)
-	}
+	intakefix.Fixture(t, b.Admin, `UPDATE intake.observation_deliveries SET lease_expires_at = now() - interval '1 second'
+		WHERE consumer_name = $1 AND observation_id = $2::uuid`, opConsumer, cs[2].ObservationID)
 	re := opClaim(t, b.proj, 100)
 	if len(re) != 1 || re[0].ObservationID != cs[2].ObservationID || re[0].LeaseToken == cs[2].LeaseToken {
 		t.Fatalf("expired lease not re-claimed with a new token: %+v", re)

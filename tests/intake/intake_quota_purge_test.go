@@ -141,11 +141,9 @@ func TestIntakePurgeMarkersAndResubmission(t *testing.T) {
 	}
 	// the projector's receipts for the first two (fixture: the projector path writes them)
 	for _, id := range ids[:2] {
-		if _, err := b.Admin.Exec(ctx, `INSERT INTO inbox.observation_receipts (consumer_name, projection_name, projection_version,
+		intakefix.Fixture(t, b.Admin, `INSERT INTO inbox.observation_receipts (consumer_name, projection_name, projection_version,
 			observation_id, digest_algorithm_version, accepted_envelope_sha256) VALUES ('ops-projector', 'operations', 1, $1::uuid, 'jcs-sha256-v1', $2)`,
-			id, outs[id].AcceptedEnvelopeSHA256); err != nil {
-			t.Fatal(err)
-		}
+			id, outs[id].AcceptedEnvelopeSHA256)
 	}
 	if _, err := b.Admin.Exec(ctx, `DELETE FROM intake.observations WHERE observation_id = $1::uuid`, ids[0]); pgcall.SQLState(err) != "OB202" {
 		t.Fatalf("DELETE outside the purge: %v, want OB202", err)

@@ -72,6 +72,7 @@ func lineDiff(a, b string) string {
 // what actually happens must agree with the printed grant matrix, and the matrix must keep the
 // invariants: no role but the owner writes any table; producers, dispatchers and consumers read
 // no table; PUBLIC may do nothing.
+// The intake schema is tried too (issue 38 item 6): every intake table and function against every role.
 func TestGrantMatrixEnforced(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -111,14 +112,14 @@ func TestGrantMatrixEnforced(t *testing.T) {
 	rows, err := admin.Query(ctx, `
 		SELECT CASE c.relkind WHEN 'v' THEN 'view' ELSE 'table' END, n.nspname || '.' || c.relname, ''
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname IN ('outbox', 'inbox', 'mailbox') AND c.relkind IN ('r', 'v', 'p')
+		WHERE n.nspname IN ('outbox', 'inbox', 'mailbox', 'intake') AND c.relkind IN ('r', 'v', 'p')
 		UNION ALL
 		SELECT 'function', p.oid::regprocedure::text,
 		       format('SELECT %s(%s)', p.oid::regproc,
 		              coalesce((SELECT string_agg('(SELECT NULL::' || format_type(a, NULL) || ')', ', ' ORDER BY i)
 		                        FROM unnest(p.proargtypes) WITH ORDINALITY AS x(a, i)), ''))
 		FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-		WHERE n.nspname IN ('outbox', 'inbox', 'mailbox') AND p.prorettype <> 'trigger'::regtype
+		WHERE n.nspname IN ('outbox', 'inbox', 'mailbox', 'intake') AND p.prorettype <> 'trigger'::regtype
 		ORDER BY 1, 2`)
 	if err != nil {
 		t.Fatal(err)
@@ -281,7 +282,7 @@ func TestFunctionGrantsExact(t *testing.T) {
 	var leaked []string
 	rows, err := admin.Query(ctx, `SELECT p.oid::regprocedure::text || ' by ' || r FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace,
 		unnest($1::text[]) r
-		WHERE n.nspname IN ('outbox', 'inbox', 'mailbox') AND p.proname ~ '^(_|tg_)' AND r <> 'outbox_owner' AND has_function_privilege(r, p.oid, 'EXECUTE')`,
+		WHERE n.nspname IN ('outbox', 'inbox', 'mailbox', 'intake') AND p.proname ~ '^(_|tg_)' AND r <> 'outbox_owner' AND has_function_privilege(r, p.oid, 'EXECUTE')`,
 		pgcall.KernelRoles)
 	if err != nil {
 		t.Fatal(err)

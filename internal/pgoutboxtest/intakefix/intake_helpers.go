@@ -197,3 +197,26 @@ func Count(t *testing.T, db *pgx.Conn, sql string, args ...any) int {
 }
 
 var _ = testfix.NewUUID
+
+// Fixture runs one fixture statement as the superuser below the kernel's triggers (SET LOCAL
+// session_replication_role = replica, in a transaction of its own): since migration 044 every
+// write of the intake tables outside its kernel function is OB202 for every role, so a test that
+// fabricates a state (an expired lease, a filled quota minute) does it this way, visibly.
+func Fixture(t *testing.T, admin *pgx.Conn, sql string, args ...any) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SET LOCAL session_replication_role = replica`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, sql, args...); err != nil {
+		t.Fatalf("fixture %s: %v", sql, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
