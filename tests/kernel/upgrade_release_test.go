@@ -43,8 +43,12 @@ const upReleased = "../../sql/released.sha256"
 // upR1Version is release r1's last migration: an r1 database is tern version 11.
 const upR1Version = 11
 
-// Rule 1 of docs/migrations.md: a released migration is never edited. Release r1's migrations
-// are frozen SQL pinned by sha256 in sql/released.sha256; none of them is a template any more.
+// upR2Version is release r2's last migration: an r2 database is tern version 40.
+const upR2Version = 40
+
+// Rule 1 of docs/migrations.md: a released migration is never edited, and every migration is
+// literal SQL written once. Releases r1 (001..011) and r2 (012..040) are pinned by sha256 in
+// sql/released.sha256, in order; no migration file, released or not, contains a tern template.
 func TestUpgradeReleasedMigrationsUnchanged(t *testing.T) {
 	t.Parallel()
 	f, err := os.Open(upReleased)
@@ -52,6 +56,10 @@ func TestUpgradeReleasedMigrationsUnchanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	names, err := ternmigrate.FindMigrations(migrate.FS())
+	if err != nil {
+		t.Fatal(err)
+	}
 	n := 0
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -63,21 +71,30 @@ func TestUpgradeReleasedMigrationsUnchanged(t *testing.T) {
 		if len(parts) != 2 {
 			t.Fatalf("bad manifest line %q", line)
 		}
+		if n >= len(names) || names[n] != parts[1] {
+			t.Fatalf("manifest line %d names %s: released migrations are pinned in order and are never removed or renamed", n+1, parts[1])
+		}
 		b, err := fs.ReadFile(migrate.FS(), parts[1])
 		if err != nil {
 			t.Fatalf("released migration %s: %v", parts[1], err)
 		}
-		if bytes.Contains(b, []byte("{{")) {
-			t.Errorf("released migration %s includes a template: a released migration is frozen SQL, it never renders today's files", parts[1])
-		}
 		sum := sha256.Sum256(b)
 		if hex.EncodeToString(sum[:]) != parts[0] {
-			t.Errorf("released migration %s was edited: released migrations are never edited; put the change in a new numbered migration (docs/migrations.md)", parts[1])
+			t.Errorf("released migration %s was edited: released migrations are never edited; put the change in a new numbered migration (make migration NAME=..., docs/migrations.md)", parts[1])
 		}
 		n++
 	}
-	if n != 11 {
-		t.Fatalf("manifest lists %d migrations, want 11", n)
+	if n < upR2Version {
+		t.Fatalf("manifest lists %d migrations, want at least releases r1 and r2 (%d)", n, upR2Version)
+	}
+	for _, name := range names {
+		b, err := fs.ReadFile(migrate.FS(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte("{{")) {
+			t.Errorf("migration %s contains a tern template ({{): a migration is literal SQL written once; write it with make migration NAME=... (docs/migrations.md)", name)
+		}
 	}
 }
 
