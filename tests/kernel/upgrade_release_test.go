@@ -101,7 +101,11 @@ func TestUpgradeReleasedMigrationsUnchanged(t *testing.T) {
 // upClaim claims with r1's claim_deliveries signature.
 // upInstallR1 applies release r1 (the frozen migrations 001..011 of sql/) with tern to conn's
 // empty database.
-func upInstallR1(t *testing.T, conn *pgx.Conn) {
+func upInstallR1(t *testing.T, conn *pgx.Conn) { t.Helper(); upInstall(t, conn, upR1Version) }
+
+// upInstall applies the released migrations up to version (a release's last) with tern to conn's
+// empty database.
+func upInstall(t *testing.T, conn *pgx.Conn, version int) {
 	t.Helper()
 	ctx := context.Background()
 	m, err := ternmigrate.NewMigrator(ctx, conn, migrate.VersionTable)
@@ -111,11 +115,11 @@ func upInstallR1(t *testing.T, conn *pgx.Conn) {
 	if err := m.LoadMigrations(migrate.FS()); err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Migrations) <= upR1Version {
-		t.Fatalf("sql/ has %d migrations, want more than release r1's %d", len(m.Migrations), upR1Version)
+	if len(m.Migrations) < version {
+		t.Fatalf("sql/ has %d migrations, want at least %d", len(m.Migrations), version)
 	}
-	if err := m.MigrateTo(ctx, upR1Version); err != nil {
-		t.Fatalf("install release r1: %v", err)
+	if err := m.MigrateTo(ctx, int32(version)); err != nil {
+		t.Fatalf("install the release at version %d: %v", version, err)
 	}
 }
 
@@ -292,6 +296,20 @@ SELECT 'schema ' || ns.nspname || ' owner=' || n.nspowner::regrole::text || ' ac
 // rewritten, schema/grants/triggers equal to a fresh install and to docs/audit.txt.
 func TestUpgradeFromBaselineR1(t *testing.T) {
 	t.Parallel()
+	upgradeFromRelease(t, upR1Version)
+}
+
+// Issue 34 item 5: the same from release r2 (tern version 40, the first release whose migrations
+// were rendered once from templates): its live state survives, and head equals a fresh install.
+// Its API calls are the r1 signatures above, which r2 still accepts.
+func TestUpgradeFromBaselineR2(t *testing.T) {
+	t.Parallel()
+	upgradeFromRelease(t, upR2Version)
+}
+
+// upgradeFromRelease installs the release ending at version, fills it, migrates it to head and
+// compares it with a fresh install (the steps of TestUpgradeFromBaselineR1).
+func upgradeFromRelease(t *testing.T, version int) {
 	ctx := context.Background()
 	dsn := kernelfix.FreshDatabase(t)
 	conn, err := pgx.Connect(ctx, dsn)
@@ -301,7 +319,7 @@ func TestUpgradeFromBaselineR1(t *testing.T) {
 	defer conn.Close(ctx)
 
 	// 1. The baseline, applied with tern from the frozen files.
-	upInstallR1(t, conn)
+	upInstall(t, conn, version)
 
 	// 2. Live state through r1's API, as the roles a real caller uses.
 	testfix.ActivateReference(t, conn)
@@ -375,7 +393,7 @@ func TestUpgradeFromBaselineR1(t *testing.T) {
 	if err := head.LoadMigrations(migrate.FS()); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := head.GetCurrentVersion(ctx); err != nil || int(v) != len(head.Migrations) || v <= 11 {
+	if v, err := head.GetCurrentVersion(ctx); err != nil || int(v) != len(head.Migrations) || int(v) < version {
 		t.Fatalf("version after upgrade %d (%v), want %d", v, err, len(head.Migrations))
 	}
 	// R-PV-1: the upgrade registered the projection version the active set targets, as active.
@@ -469,6 +487,11 @@ func TestUpgradeFromBaselineR1(t *testing.T) {
 
 	// 6. Schema, grants and triggers: as a fresh install, and as docs/audit.txt says.
 	fresh := testdb.Conn(t, testdb.URL(t), "")
+	// the migration history: tern's version table says head, as on a fresh install
+	if fv, uv := kernelfix.QueryInt(t, fresh, `SELECT version FROM `+migrate.VersionTable),
+		kernelfix.QueryInt(t, conn, `SELECT version FROM `+migrate.VersionTable); fv != uv {
+		t.Errorf("migration history after the upgrade: version %d, a fresh install has %d", uv, fv)
+	}
 	want, got := upSchema(t, fresh), upSchema(t, conn)
 	if strings.Join(want, "\n") != strings.Join(got, "\n") {
 		t.Errorf("schema after the upgrade differs from a fresh install (a changed function file not re-included by a new migration? docs/migrations.md rule 2):\n%s",
