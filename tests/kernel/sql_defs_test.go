@@ -48,7 +48,7 @@ func TestSQLDefinitionsCurrent(t *testing.T) {
 	}
 	changed, missing, extra := sqldefs.Diff(defs.Files, disk)
 	for _, p := range changed {
-		t.Errorf("sql/%s differs from a fresh install:\n%s\nIf you edited it: run make migration NAME=<what_changes> to write the migration that installs it. "+
+		t.Errorf("sql/%s differs from a fresh install (- fresh install, + the file):\n%s\nIf you edited it: run make migration NAME=<what_changes> to write the migration that installs it. "+
 			"If a new migration changed the object: run make sql-defs (docs/migrations.md).",
 			p, lineDiff(string(defs.Files[p]), string(disk[p])))
 	}
