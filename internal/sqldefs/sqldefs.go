@@ -2,8 +2,10 @@
 // (docs/migrations.md): sql/functions/<schema>/<function>.sql, every overload of one function
 // name, and sql/triggers/<schema>/<table>.sql, the triggers of one table, for the schemas in
 // Schemas. A file is what a fresh install's catalog says (pg_get_functiondef, its COMMENT,
-// its REVOKE/GRANT from proacl; pg_get_triggerdef), after the leading `--` comment block the
-// file already had, so the prose a reviewer reads survives regeneration. Every file is literal
+// its REVOKE/GRANT from proacl; pg_get_triggerdef). A function file keeps the leading `--`
+// comment block it already had, so the prose a reviewer reads survives regeneration; a trigger
+// file's header is generated (it names the trigger functions, whose files hold the prose).
+// Names are ordered bytewise (COLLATE "C"), so the output does not depend on the cluster. Every file is literal
 // SQL: applied to a database that has the same definitions (as outbox_owner) it changes nothing.
 package sqldefs
 
@@ -157,7 +159,8 @@ func Render(ctx context.Context, conn *pgx.Conn, headers HeaderFunc) (*Defs, err
 	}
 	for _, p := range order {
 		h := headers(p)
-		if h == "" && strings.HasPrefix(p, "triggers/") {
+		if strings.HasPrefix(p, "triggers/") {
+			// generated: the prose about a trigger lives in its function's file
 			h = triggerHeader(byTable[p])
 		}
 		content := append([]byte(h), bodies[p].Bytes()...)
@@ -225,26 +228,27 @@ func writeFunction(b *bytes.Buffer, f function) {
 
 func functions(ctx context.Context, conn *pgx.Conn) ([]function, error) {
 	rows, err := conn.Query(ctx, `
+SELECT * FROM (
 SELECT n.nspname, p.proname, p.prokind::text,
        pg_catalog.format('%I.%I(%s)', n.nspname, p.proname,
            coalesce((SELECT pg_catalog.string_agg(pg_catalog.format_type(t.typ, NULL), ', ' ORDER BY t.ord)
-                       FROM unnest(p.proargtypes::oid[]) WITH ORDINALITY AS t(typ, ord)), '')),
+                       FROM unnest(p.proargtypes::oid[]) WITH ORDINALITY AS t(typ, ord)), '')) AS sig,
        pg_catalog.pg_get_functiondef(p.oid),
        coalesce(pg_catalog.quote_literal(pg_catalog.obj_description(p.oid, 'pg_proc')), ''),
        p.proacl IS NULL,
-       coalesce((SELECT pg_catalog.array_agg(
-                        CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_catalog.quote_ident(r.rolname) END
-                        || CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END
-                        ORDER BY 1)
-                   FROM pg_catalog.aclexplode(p.proacl) AS a
-                   LEFT JOIN pg_catalog.pg_roles AS r ON r.oid = a.grantee
-                  WHERE a.grantee <> p.proowner AND a.privilege_type = 'EXECUTE'), '{}')
+       coalesce((SELECT pg_catalog.array_agg(g.grant ORDER BY g.grant COLLATE "C")
+                   FROM (SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_catalog.quote_ident(r.rolname) END
+                                || CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END AS grant
+                           FROM pg_catalog.aclexplode(p.proacl) AS a
+                           LEFT JOIN pg_catalog.pg_roles AS r ON r.oid = a.grantee
+                          WHERE a.grantee <> p.proowner AND a.privilege_type = 'EXECUTE') AS g), '{}')
   FROM pg_catalog.pg_proc AS p
   JOIN pg_catalog.pg_namespace AS n ON n.oid = p.pronamespace
  WHERE n.nspname = ANY ($1)
    AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend AS d
                     WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e')
- ORDER BY n.nspname, p.proname, 4`, Schemas)
+) AS f
+ ORDER BY f.nspname COLLATE "C", f.proname COLLATE "C", f.sig COLLATE "C"`, Schemas)
 	if err != nil {
 		return nil, err
 	}
@@ -274,7 +278,7 @@ SELECT n.nspname, c.relname, pg_catalog.format('%I ON %I.%I', t.tgname, n.nspnam
   JOIN pg_catalog.pg_proc AS f ON f.oid = t.tgfoid
   JOIN pg_catalog.pg_namespace AS fn ON fn.oid = f.pronamespace
  WHERE NOT t.tgisinternal AND n.nspname = ANY ($1)
- ORDER BY n.nspname, c.relname, t.tgname`, Schemas)
+ ORDER BY n.nspname COLLATE "C", c.relname COLLATE "C", t.tgname COLLATE "C"`, Schemas)
 	if err != nil {
 		return nil, err
 	}

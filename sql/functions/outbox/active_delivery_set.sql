@@ -23,5 +23,5 @@ COMMENT ON FUNCTION outbox.active_delivery_set() IS
     'The active delivery-set quartet (no row when none is active). SPEC R-DS-5, R-DP-6. Callers: outbox_dispatcher, outbox_auditor.';
 
 REVOKE ALL ON FUNCTION outbox.active_delivery_set() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION outbox.active_delivery_set() TO outbox_dispatcher;
 GRANT EXECUTE ON FUNCTION outbox.active_delivery_set() TO outbox_auditor;
+GRANT EXECUTE ON FUNCTION outbox.active_delivery_set() TO outbox_dispatcher;

@@ -51,5 +51,5 @@ COMMENT ON FUNCTION outbox.delivery_stats() IS
     'Per-destination pending/leased counts, oldest undelivered age and open quarantines, from non-terminal rows only (cheap per scrape). SPEC R-DP-4. Callers: outbox_dispatcher, outbox_auditor.';
 
 REVOKE ALL ON FUNCTION outbox.delivery_stats() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION outbox.delivery_stats() TO outbox_dispatcher;
 GRANT EXECUTE ON FUNCTION outbox.delivery_stats() TO outbox_auditor;
+GRANT EXECUTE ON FUNCTION outbox.delivery_stats() TO outbox_dispatcher;

@@ -43,8 +43,8 @@ COMMENT ON FUNCTION outbox.jcs_canonicalize(json) IS
     E'RFC 8785 (JCS) canonical text of a JSON document, jcs-sha256-v1 subset (integers |n| <= 2^53-1, unique names, no \\u0000, depth <= 64); OB201 otherwise. SPEC D-2.';
 
 REVOKE ALL ON FUNCTION outbox.jcs_canonicalize(json) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION outbox.jcs_canonicalize(json) TO outbox_registrar;
-GRANT EXECUTE ON FUNCTION outbox.jcs_canonicalize(json) TO outbox_producer;
-GRANT EXECUTE ON FUNCTION outbox.jcs_canonicalize(json) TO outbox_dispatcher;
-GRANT EXECUTE ON FUNCTION outbox.jcs_canonicalize(json) TO outbox_consumer;
 GRANT EXECUTE ON FUNCTION outbox.jcs_canonicalize(json) TO outbox_auditor;
+GRANT EXECUTE ON FUNCTION outbox.jcs_canonicalize(json) TO outbox_consumer;
+GRANT EXECUTE ON FUNCTION outbox.jcs_canonicalize(json) TO outbox_dispatcher;
+GRANT EXECUTE ON FUNCTION outbox.jcs_canonicalize(json) TO outbox_producer;
+GRANT EXECUTE ON FUNCTION outbox.jcs_canonicalize(json) TO outbox_registrar;

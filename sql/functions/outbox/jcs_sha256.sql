@@ -24,8 +24,8 @@ COMMENT ON FUNCTION outbox.jcs_sha256(json) IS
     'jcs-sha256-v1 digest: lower-case hex SHA-256 of the UTF-8 bytes of outbox.jcs_canonicalize(doc); OB201 when not canonicalizable. SPEC D-2.';
 
 REVOKE ALL ON FUNCTION outbox.jcs_sha256(json) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION outbox.jcs_sha256(json) TO outbox_registrar;
-GRANT EXECUTE ON FUNCTION outbox.jcs_sha256(json) TO outbox_producer;
-GRANT EXECUTE ON FUNCTION outbox.jcs_sha256(json) TO outbox_dispatcher;
-GRANT EXECUTE ON FUNCTION outbox.jcs_sha256(json) TO outbox_consumer;
 GRANT EXECUTE ON FUNCTION outbox.jcs_sha256(json) TO outbox_auditor;
+GRANT EXECUTE ON FUNCTION outbox.jcs_sha256(json) TO outbox_consumer;
+GRANT EXECUTE ON FUNCTION outbox.jcs_sha256(json) TO outbox_dispatcher;
+GRANT EXECUTE ON FUNCTION outbox.jcs_sha256(json) TO outbox_producer;
+GRANT EXECUTE ON FUNCTION outbox.jcs_sha256(json) TO outbox_registrar;

@@ -25,5 +25,5 @@ COMMENT ON FUNCTION outbox.redelivery_stats() IS
     'Controlled recoveries per destination and quarantine reason code, from the recovery audit (metric pgoutbox_redeliveries_total). SPEC R-AK-10. Callers: outbox_dispatcher, outbox_auditor.';
 
 REVOKE ALL ON FUNCTION outbox.redelivery_stats() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION outbox.redelivery_stats() TO outbox_dispatcher;
 GRANT EXECUTE ON FUNCTION outbox.redelivery_stats() TO outbox_auditor;
+GRANT EXECUTE ON FUNCTION outbox.redelivery_stats() TO outbox_dispatcher;
