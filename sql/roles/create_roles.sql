@@ -1,6 +1,6 @@
 -- The kernel's roles, current definition (SPEC R-SEC-1; docs/security.md, docs/contract.md). All
 -- are NOLOGIN group roles that operators grant to login users; outbox_owner owns every kernel
--- object. Roles are cluster-wide: created idempotently, tolerant of a parallel template build
+-- object. Roles are cluster-wide: created idempotently, tolerant of a parallel test-template build
 -- creating the same role at the same moment (duplicate_object). Migrations 001 (the first six),
 -- 013 (operator), 015 (retention), 016 (mailbox), 024 (intake, observation_projector) and 031
 -- (projector) created them; TestSQLRolesCurrent checks this list against a fresh install's grants.

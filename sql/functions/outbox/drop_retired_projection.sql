@@ -6,7 +6,7 @@
 --   projection's own tables belong to its consumer and are not touched; nor are observation
 --   receipts, the registry rows, the builds or the proofs. dropped_rows = rows deleted; a second
 --   call drops what is left (0). The inbox guards admit these deletes only from this function's
---   statements, for a retired version (triggers/inbox_*.sql).
+--   statements, for a retired version (sql/triggers/inbox/).
 -- Locking: the version row FOR UPDATE (a retired version takes no inbox write: OB802).
 -- SQLSTATEs: OB802 not registered, or not retired (never the active, a frozen or a shadow one).
 -- Caller: outbox_registrar; SECURITY DEFINER (no table privileges).

@@ -1,6 +1,6 @@
 -- The delivery-set proof of R-AP-5, part 2: the deferred end-of-transaction anti-join. Each row of
 -- outbox.outbox_append_proofs (one per INSERT statement on the events or deliveries, see
--- outbox_events__delivery_set_complete.sql) queues this DEFERRABLE INITIALLY DEFERRED constraint
+-- outbox.tg_outbox_events__delivery_set_complete) queues this DEFERRABLE INITIALLY DEFERRED constraint
 -- trigger; at COMMIT the first to fire takes every row its transaction recorded and proves all
 -- their events in ONE set-based statement; the others find nothing left. Per event: exactly one
 -- delivery per mandatory member of its frozen delivery set, each carrying the member's frozen

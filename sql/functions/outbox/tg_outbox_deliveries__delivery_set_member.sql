@@ -1,4 +1,4 @@
--- The delivery-set proof of R-AP-5, part 1 (part 2: outbox_append_proofs__check.sql): every
+-- The delivery-set proof of R-AP-5, part 1 (part 2: outbox.tg_outbox_append_proofs__check): every
 -- INSERT statement on outbox.outbox_events or outbox.outbox_deliveries - append_events, the
 -- bootstrap, or the owner (or a superuser) writing the tables directly - records the event ids it
 -- touched as ONE row of outbox.outbox_append_proofs, from its transition table. That row's

@@ -1,6 +1,5 @@
 -- outbox.tg_outbox_publications__guarded(): the function of the publication triggers
--- (triggers/outbox_publications__guarded.sql creates the triggers; a migration that changes the
--- function re-includes only this file). SPEC R-AK-4, T-5, HP-4.
+-- (sql/triggers/outbox/outbox_publications.sql). SPEC R-AK-4, T-5, HP-4.
 -- Who may insert: only the publishing statement of outbox._publish_events. The trigger reads the
 --   call stack (GET DIAGNOSTICS PG_CONTEXT, once per statement) and requires the frame below it
 --   to be exactly that statement, called from that function - a frame PostgreSQL writes and no

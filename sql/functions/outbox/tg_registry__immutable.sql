@@ -1,6 +1,5 @@
 -- outbox.tg_registry__immutable(): the function of the registry immutability triggers
--- (triggers/delivery_registry__immutable.sql and kernel_tables__no_truncate.sql create them on
--- outbox and inbox tables; a migration that changes the function re-includes only this file).
+-- on the registry and kernel tables of outbox and inbox (sql/triggers/outbox/, sql/triggers/inbox/).
 -- Its message names the table with its schema (inbox.consumer_roles is guarded too). SPEC R-SEC-3.
 CREATE OR REPLACE FUNCTION outbox.tg_registry__immutable()
  RETURNS trigger
