@@ -17,7 +17,7 @@ export DATABASE_URL PGOUTBOX_URL PGOUTBOX_LOCAL_CLUSTER
 
 GO_TEST_FLAGS ?= -count=1 -timeout 40m
 
-.PHONY: setup lint chromium all build db-up db-down db-destroy db-reset db-url migrate migrate-reference test test-go check-sql-api fuzz bench bench-river bench-plans demo demo-cutover soak schema clean node-deps
+.PHONY: setup lint chromium all build db-up db-down db-destroy db-reset db-url migrate migrate-reference sql-defs migration sql-release test test-go check-sql-api fuzz bench bench-river bench-plans demo demo-cutover soak schema clean node-deps
 
 all: build
 
@@ -57,6 +57,25 @@ migrate: db-up
 ## observation schemas) and the reference schemas (SPEC D-1); re-running is a no-op
 migrate-reference: migrate
 	go run ./cmd/outboxctl -db "$(PGOUTBOX_URL)" reference install
+
+## sql-defs: rewrite the current-definition files sql/functions/<schema>/<function>.sql and
+## sql/triggers/<schema>/<table>.sql from a fresh install of sql/ in a throw-away database on the
+## cluster of DATABASE_URL (docs/migrations.md); the same sql/ always gives the same bytes
+sql-defs: db-up
+	go run ./tools/sqldefs -server "$(DATABASE_URL)"
+
+## migration: NAME=what_changes writes the next sql/NNN_what_changes.sql, once, from the definition
+## files that differ from a fresh install (edit a function or trigger file first), then rewrites
+## the files from a fresh install that includes it; review the migration and commit both
+migration: db-up
+	@if [ -z "$(NAME)" ]; then echo "usage: make migration NAME=what_changes" >&2; exit 2; fi
+	go run ./tools/sqldefs -server "$(DATABASE_URL)" -migration "$(NAME)"
+
+## sql-release: RELEASE=r3 FROM=41 TO=48 pins the migrations FROM..TO in sql/released.sha256 as a
+## release (rendered by tern's loader first; literal SQL renders to itself)
+sql-release:
+	@if [ -z "$(RELEASE)" ] || [ -z "$(FROM)" ] || [ -z "$(TO)" ]; then echo "usage: make sql-release RELEASE=r3 FROM=41 TO=48" >&2; exit 2; fi
+	go run ./tools/sqlrelease -release "$(RELEASE)" -from "$(FROM)" -to "$(TO)"
 
 ## node-deps: the second-language consumer's packages (examples/node-consumer, pinned by its
 ## package-lock.json) into its git-ignored node_modules; skipped with a note when npm is absent

@@ -1,12 +1,13 @@
-// Package sqlfiles embeds the tern migrations and the function, trigger and role files they
-// include, so tests and tools run exactly the files `make migrate` applies. The reference
-// release documents are not the kernel's: they live in reference/releases/.
+// Package sqlfiles embeds the tern migrations, the files `make migrate` applies, so tests and
+// tools run exactly them. The current-definition files under functions/ and triggers/ and the
+// role definitions under roles/ are read from the working tree by tools/sqldefs and the tests
+// that compare them with a fresh install (docs/migrations.md); no migration includes them. The
+// reference release documents are not the kernel's: they live in reference/releases/.
 package sqlfiles
 
 import "embed"
 
-// FS holds every migration (top-level NNN_*.sql) and the templates under functions/, triggers/
-// and roles/.
+// FS holds every migration (top-level NNN_*.sql), each literal SQL written once.
 //
-//go:embed *.sql all:functions all:triggers all:roles
+//go:embed *.sql
 var FS embed.FS

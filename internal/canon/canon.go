@@ -1,6 +1,6 @@
 // Package canon computes the kernel's canonical JSON and `jcs-sha256-v1` digests (SPEC D-2):
 // RFC 8785 (JCS) canonical bytes, restricted to a subset that the PL/pgSQL twin
-// (outbox.jcs_canonicalize / outbox.jcs_sha256, sql/functions/) implements byte for byte:
+// (outbox.jcs_canonicalize / outbox.jcs_sha256, sql/functions/outbox/) implements byte for byte:
 //
 //   - numbers must denote integers with |n| <= 2^53-1 (written any way JSON allows: 56.0, 1E2
 //     and -0 are accepted and canonicalize to 56, 100 and 0); any other number is rejected;

@@ -1,5 +1,5 @@
 // Package migrate applies the tern migrations in sql/ with tern's own migrator, the code path the
-// tern CLI (`make migrate`) uses, and hashes every file under sql/ for pgtestdb templates.
+// tern CLI (`make migrate`) uses, and hashes the migrations for pgtestdb templates.
 package migrate
 
 import (
@@ -19,11 +19,11 @@ import (
 // VersionTable is tern's default version table; the CLI and this package share it.
 const VersionTable = "public.schema_version"
 
-// FS returns the migration tree.
+// FS returns the migrations (sql/NNN_*.sql; the definition files are not embedded).
 func FS() fs.FS { return sqlfiles.FS }
 
-// Hash covers the name and content of every file under sql/, not only the top-level
-// migrations, so that a changed function or trigger file yields a new template database.
+// Hash covers the name and content of every embedded file (the migrations), so that a new
+// migration yields a new template database.
 func Hash() (string, error) {
 	h := sha256.New()
 	var paths []string

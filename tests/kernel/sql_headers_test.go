@@ -9,7 +9,7 @@ import (
 )
 
 // sqlHeaderMaxLines bounds the header comment (the leading `--` lines before the first
-// statement) of every file under sql/functions, sql/triggers and sql/roles (issue 23 item 5):
+// statement) of every file under sql/functions/<schema>, sql/triggers/<schema> and sql/roles (issue 23 item 5):
 // signature, purpose, SQLSTATEs, essential locking and caller; detail lives in docs/.
 const sqlHeaderMaxLines = 15
 
@@ -22,14 +22,18 @@ var sqlHeaderPending = map[string]bool{}
 func TestSQLHeadersShort(t *testing.T) {
 	t.Parallel()
 	n := 0
-	for _, dir := range []string{"functions", "triggers", "roles"} {
-		files, err := filepath.Glob(filepath.Join("..", "..", "sql", dir, "*.sql"))
+	for _, pattern := range []string{"functions/*/*.sql", "triggers/*/*.sql", "roles/*.sql"} {
+		files, err := filepath.Glob(filepath.Join("..", "..", "sql", filepath.FromSlash(pattern)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range files {
 			n++
-			rel := dir + "/" + filepath.Base(p)
+			rel, err := filepath.Rel(filepath.Join("..", "..", "sql"), p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rel = filepath.ToSlash(rel)
 			lines := sqlHeaderLines(t, p)
 			switch {
 			case sqlHeaderPending[rel] && lines <= sqlHeaderMaxLines:

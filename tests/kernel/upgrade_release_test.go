@@ -1,14 +1,15 @@
 package kernel
 
-// The DBA upgrade path (issue 13 §4, issue 23 item 2, docs/migrations.md): released migrations
-// are frozen SQL, never edited (sql/001..011 are release r1, rendered once from commit 13ca4c5
-// and pinned by sql/released.sha256), and a database installed at r1 (tern to version 11) and
-// holding live state migrates to head with tern without losing a delivery or rewriting history,
-// and ends with the catalog of a fresh install - function bodies, columns, indexes, constraints,
-// triggers, views - and its grants (docs/audit.txt, SPEC R-SEC-4).
+// The DBA upgrade path (issue 13 §4, issue 23 item 2, issue 34 item 5, docs/migrations.md):
+// released migrations are frozen SQL, never edited (sql/001..011 are release r1, sql/012..040
+// release r2, pinned by sql/released.sha256), and a database installed at r1 or r2 (tern to
+// version 11 or 40) and holding live state migrates to head with tern without losing a delivery
+// or rewriting history, and ends with the catalog of a fresh install - function bodies, columns,
+// indexes, constraints, triggers, views - its grants (docs/audit.txt, SPEC R-SEC-4) and its
+// migration history.
 //
-// The baseline phase talks to the r1 API with the SQL signatures r1 has (frozen here), never
-// through internal/pgcall, whose calls follow head.
+// The baseline phase talks to the release's API with r1's SQL signatures (frozen here, and
+// still accepted by r2), never through internal/pgcall, whose calls follow head.
 
 import (
 	"bufio"
@@ -43,8 +44,12 @@ const upReleased = "../../sql/released.sha256"
 // upR1Version is release r1's last migration: an r1 database is tern version 11.
 const upR1Version = 11
 
-// Rule 1 of docs/migrations.md: a released migration is never edited. Release r1's migrations
-// are frozen SQL pinned by sha256 in sql/released.sha256; none of them is a template any more.
+// upR2Version is release r2's last migration: an r2 database is tern version 40.
+const upR2Version = 40
+
+// Rule 1 of docs/migrations.md: a released migration is never edited, and every migration is
+// literal SQL written once. Releases r1 (001..011) and r2 (012..040) are pinned by sha256 in
+// sql/released.sha256, in order; no migration file, released or not, contains a tern template.
 func TestUpgradeReleasedMigrationsUnchanged(t *testing.T) {
 	t.Parallel()
 	f, err := os.Open(upReleased)
@@ -52,6 +57,10 @@ func TestUpgradeReleasedMigrationsUnchanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	names, err := ternmigrate.FindMigrations(migrate.FS())
+	if err != nil {
+		t.Fatal(err)
+	}
 	n := 0
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -63,28 +72,41 @@ func TestUpgradeReleasedMigrationsUnchanged(t *testing.T) {
 		if len(parts) != 2 {
 			t.Fatalf("bad manifest line %q", line)
 		}
+		if n >= len(names) || names[n] != parts[1] {
+			t.Fatalf("manifest line %d names %s: released migrations are pinned in order and are never removed or renamed", n+1, parts[1])
+		}
 		b, err := fs.ReadFile(migrate.FS(), parts[1])
 		if err != nil {
 			t.Fatalf("released migration %s: %v", parts[1], err)
 		}
-		if bytes.Contains(b, []byte("{{")) {
-			t.Errorf("released migration %s includes a template: a released migration is frozen SQL, it never renders today's files", parts[1])
-		}
 		sum := sha256.Sum256(b)
 		if hex.EncodeToString(sum[:]) != parts[0] {
-			t.Errorf("released migration %s was edited: released migrations are never edited; put the change in a new numbered migration (docs/migrations.md)", parts[1])
+			t.Errorf("released migration %s was edited: released migrations are never edited; put the change in a new numbered migration (make migration NAME=..., docs/migrations.md)", parts[1])
 		}
 		n++
 	}
-	if n != 11 {
-		t.Fatalf("manifest lists %d migrations, want 11", n)
+	if n < upR2Version {
+		t.Fatalf("manifest lists %d migrations, want at least releases r1 and r2 (%d)", n, upR2Version)
+	}
+	for _, name := range names {
+		b, err := fs.ReadFile(migrate.FS(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte("{{")) {
+			t.Errorf("migration %s contains a tern template ({{): a migration is literal SQL written once; write it with make migration NAME=... (docs/migrations.md)", name)
+		}
 	}
 }
 
 // upClaim claims with r1's claim_deliveries signature.
 // upInstallR1 applies release r1 (the frozen migrations 001..011 of sql/) with tern to conn's
 // empty database.
-func upInstallR1(t *testing.T, conn *pgx.Conn) {
+func upInstallR1(t *testing.T, conn *pgx.Conn) { t.Helper(); upInstall(t, conn, upR1Version) }
+
+// upInstall applies the released migrations up to version (a release's last) with tern to conn's
+// empty database.
+func upInstall(t *testing.T, conn *pgx.Conn, version int) {
 	t.Helper()
 	ctx := context.Background()
 	m, err := ternmigrate.NewMigrator(ctx, conn, migrate.VersionTable)
@@ -94,11 +116,11 @@ func upInstallR1(t *testing.T, conn *pgx.Conn) {
 	if err := m.LoadMigrations(migrate.FS()); err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Migrations) <= upR1Version {
-		t.Fatalf("sql/ has %d migrations, want more than release r1's %d", len(m.Migrations), upR1Version)
+	if len(m.Migrations) < version {
+		t.Fatalf("sql/ has %d migrations, want at least %d", len(m.Migrations), version)
 	}
-	if err := m.MigrateTo(ctx, upR1Version); err != nil {
-		t.Fatalf("install release r1: %v", err)
+	if err := m.MigrateTo(ctx, int32(version)); err != nil {
+		t.Fatalf("install the release at version %d: %v", version, err)
 	}
 }
 
@@ -275,6 +297,20 @@ SELECT 'schema ' || ns.nspname || ' owner=' || n.nspowner::regrole::text || ' ac
 // rewritten, schema/grants/triggers equal to a fresh install and to docs/audit.txt.
 func TestUpgradeFromBaselineR1(t *testing.T) {
 	t.Parallel()
+	upgradeFromRelease(t, upR1Version)
+}
+
+// Issue 34 item 5: the same from release r2 (tern version 40, the first release whose migrations
+// were rendered once from templates): its live state survives, and head equals a fresh install.
+// Its API calls are the r1 signatures above, which r2 still accepts.
+func TestUpgradeFromBaselineR2(t *testing.T) {
+	t.Parallel()
+	upgradeFromRelease(t, upR2Version)
+}
+
+// upgradeFromRelease installs the release ending at version, fills it, migrates it to head and
+// compares it with a fresh install (the steps of TestUpgradeFromBaselineR1).
+func upgradeFromRelease(t *testing.T, version int) {
 	ctx := context.Background()
 	dsn := kernelfix.FreshDatabase(t)
 	conn, err := pgx.Connect(ctx, dsn)
@@ -284,7 +320,7 @@ func TestUpgradeFromBaselineR1(t *testing.T) {
 	defer conn.Close(ctx)
 
 	// 1. The baseline, applied with tern from the frozen files.
-	upInstallR1(t, conn)
+	upInstall(t, conn, version)
 
 	// 2. Live state through r1's API, as the roles a real caller uses.
 	testfix.ActivateReference(t, conn)
@@ -358,7 +394,7 @@ func TestUpgradeFromBaselineR1(t *testing.T) {
 	if err := head.LoadMigrations(migrate.FS()); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := head.GetCurrentVersion(ctx); err != nil || int(v) != len(head.Migrations) || v <= 11 {
+	if v, err := head.GetCurrentVersion(ctx); err != nil || int(v) != len(head.Migrations) || int(v) < version {
 		t.Fatalf("version after upgrade %d (%v), want %d", v, err, len(head.Migrations))
 	}
 	// R-PV-1: the upgrade registered the projection version the active set targets, as active.
@@ -452,9 +488,14 @@ func TestUpgradeFromBaselineR1(t *testing.T) {
 
 	// 6. Schema, grants and triggers: as a fresh install, and as docs/audit.txt says.
 	fresh := testdb.Conn(t, testdb.URL(t), "")
+	// the migration history: tern's version table says head, as on a fresh install
+	if fv, uv := kernelfix.QueryInt(t, fresh, `SELECT version FROM `+migrate.VersionTable),
+		kernelfix.QueryInt(t, conn, `SELECT version FROM `+migrate.VersionTable); fv != uv {
+		t.Errorf("migration history after the upgrade: version %d, a fresh install has %d", uv, fv)
+	}
 	want, got := upSchema(t, fresh), upSchema(t, conn)
 	if strings.Join(want, "\n") != strings.Join(got, "\n") {
-		t.Errorf("schema after the upgrade differs from a fresh install (a changed function file not re-included by a new migration? docs/migrations.md rule 2):\n%s",
+		t.Errorf("schema after the upgrade differs from a fresh install (a migration that only works on a fresh database? docs/migrations.md):\n%s",
 			lineDiff(strings.Join(want, "\n"), strings.Join(got, "\n")))
 	}
 	auditor := testdb.Conn(t, dsn, "outbox_auditor")

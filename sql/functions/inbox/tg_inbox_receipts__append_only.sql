@@ -1,0 +1,37 @@
+-- Receipts are append-only (SPEC R-SEC-3, R-RT-2): no UPDATE, DELETE or TRUNCATE, whoever the
+-- role (the owner included). A receipt is corrected by never being wrong: insert-or-compare.
+-- Exception (R-PV-3, migration 034): the DELETEs of outbox.drop_retired_projection for a retired
+-- projection version (the context check below).
+CREATE OR REPLACE FUNCTION inbox.tg_inbox_receipts__append_only()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_context text;
+    v_rest    text;
+BEGIN
+    -- R-PV-3: outbox.drop_retired_projection deletes the rows of a retired version. Admitted only
+    -- when the statement below this trigger is a DELETE run directly by that function (a frame
+    -- PostgreSQL writes; no session can forge it) and the row's version is retired.
+    IF TG_OP = 'DELETE' THEN
+        GET DIAGNOSTICS v_context = PG_CONTEXT;
+        v_rest := pg_catalog.substr(v_context, pg_catalog.strpos(v_context, E'\n') + 1);
+        IF pg_catalog.strpos(v_context, E'\n') > 0
+           AND pg_catalog.starts_with(v_rest, 'SQL statement "DELETE FROM inbox.')
+           AND pg_catalog.strpos(v_rest, E'"\nPL/pgSQL function ') > 0
+           AND pg_catalog.strpos(v_rest, E'"\nPL/pgSQL function ')
+               = pg_catalog.strpos(v_rest, E'"\nPL/pgSQL function outbox.drop_retired_projection(text,integer) line ')
+           AND EXISTS (SELECT 1 FROM outbox.projection_versions AS v
+                        WHERE v.projection_name = OLD.projection_name AND v.projection_version = OLD.projection_version
+                          AND v.state = 'retired') THEN
+            RETURN OLD;
+        END IF;
+    END IF;
+    RAISE EXCEPTION 'immutability violation: % on inbox.inbox_receipts is not allowed', TG_OP
+        USING ERRCODE = 'OB202',
+              DETAIL = 'receipts are append-only (SPEC R-SEC-3); receipts referenced by acks are never deleted (R-RT-2)';
+END
+$function$;
+
+REVOKE ALL ON FUNCTION inbox.tg_inbox_receipts__append_only() FROM PUBLIC;

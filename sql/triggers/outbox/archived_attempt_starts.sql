@@ -1,0 +1,3 @@
+-- The triggers of outbox.archived_attempt_starts. Their functions (sql/functions/<schema>/<function>.sql):
+--   outbox.tg_outbox_archive__immutable
+CREATE OR REPLACE TRIGGER tg_archived_attempt_starts__immutable BEFORE DELETE OR UPDATE OR TRUNCATE ON outbox.archived_attempt_starts FOR EACH STATEMENT EXECUTE FUNCTION outbox.tg_outbox_archive__immutable();

@@ -1,0 +1,4 @@
+-- The triggers of outbox.delivery_set_members. Their functions (sql/functions/<schema>/<function>.sql):
+--   outbox.tg_registry__immutable
+CREATE OR REPLACE TRIGGER tg_delivery_set_members__immutable BEFORE DELETE OR UPDATE ON outbox.delivery_set_members FOR EACH ROW EXECUTE FUNCTION outbox.tg_registry__immutable();
+CREATE OR REPLACE TRIGGER tg_delivery_set_members__no_truncate BEFORE TRUNCATE ON outbox.delivery_set_members FOR EACH STATEMENT EXECUTE FUNCTION outbox.tg_registry__immutable();
