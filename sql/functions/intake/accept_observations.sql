@@ -56,8 +56,9 @@ BEGIN
     -- 2. the quota row of this minute, locked until commit (R-OB-6)
     INSERT INTO intake.workload_minutes AS m (workload_principal_id, minute)
     VALUES (v_w.workload_principal_id, v_minute)
-    ON CONFLICT (workload_principal_id, minute) DO UPDATE SET accepted = m.accepted
-    RETURNING m.accepted INTO v_used;
+    ON CONFLICT (workload_principal_id, minute) DO UPDATE SET accepted = m.accepted;
+    SELECT m.accepted INTO v_used FROM intake.workload_minutes AS m
+     WHERE m.workload_principal_id = v_w.workload_principal_id AND m.minute = v_minute;
     v_room := GREATEST(0, v_w.max_per_minute - v_used);
     v_retry := GREATEST(1, pg_catalog.ceil(EXTRACT(epoch FROM (v_minute + interval '1 minute' - pg_catalog.clock_timestamp())))::integer);
     v_source := outbox.jcs_canonicalize(pg_catalog.json_strip_nulls(pg_catalog.json_build_object(
@@ -171,7 +172,9 @@ BEGIN
                pg_catalog.count(DISTINCT bp.raw_key COLLATE "C") AS nd_raw,
                pg_catalog.count(DISTINCT bp.nkey COLLATE "C") AS nd_nfc,
                (pg_catalog.array_agg(bp.problem ORDER BY bp.nkey COLLATE "C") FILTER (WHERE bp.problem IS NOT NULL))[1] AS problem,
-               '{' || pg_catalog.string_agg(pg_catalog.to_json(bp.nkey)::text || ':' || bp.canon, ',' ORDER BY bp.nkey COLLATE "C") || '}' AS body_canon,
+               '{' || pg_catalog.string_agg(pg_catalog.to_json(bp.nkey)::text || ':' || bp.canon, ','
+                   ORDER BY CASE WHEN bp.nkey ~ '[^\u0001-\u007f]' THEN outbox._jcs_sort_key(bp.nkey)
+                                 ELSE pg_catalog.convert_to(bp.nkey, 'UTF8') END) || '}' AS body_canon,
                pg_catalog.max(bp.nv) FILTER (WHERE bp.nkey = bp.policy_version_member) AS policy_version,
                pg_catalog.max(bp.nv) FILTER (WHERE bp.nkey = bp.normalized_code_member) AS normalized_code
         FROM bp GROUP BY bp.ord
@@ -269,11 +272,11 @@ BEGIN
                                      WHEN c.rank > v_room
                                          THEN pg_catalog.format('quota of %s accepted observations per minute exceeded; retryAfterSeconds=%s', v_w.max_per_minute, v_retry) END
                                 ORDER BY j.ord)
-      INTO r_ord, r_kind, r_id, r_sha, r_state, r_detail
     FROM j
     LEFT JOIN ok ON ok.ord = j.ord
     LEFT JOIN cand c ON c.ord = j.ord
-    CROSS JOIN (SELECT pg_catalog.array_agg(io.observation_id) AS ids FROM ins_obs io) AS i;
+    CROSS JOIN (SELECT pg_catalog.array_agg(io.observation_id) AS ids FROM ins_obs io) AS i
+      INTO r_ord, r_kind, r_id, r_sha, r_state, r_detail;
 
     -- 5. compare with the registry (fresh snapshot), audit conflicts, count rejections, answer
     RETURN QUERY
@@ -314,6 +317,12 @@ BEGIN
             quota_rejected = m.quota_rejected + (SELECT pg_catalog.count(*) FROM res WHERE res.state = 'OB703')
         WHERE m.workload_principal_id = v_w.workload_principal_id AND m.minute = v_minute
           AND EXISTS (SELECT 1 FROM res WHERE res.outcome IN ('rejected', 'conflict'))
+    ), rejections AS (
+        INSERT INTO intake.intake_rejections (workload_principal_id, rejected_at, rejected, quota_rejected)
+        SELECT v_w.workload_principal_id, pg_catalog.now(), pg_catalog.count(*)::integer,
+               (pg_catalog.count(*) FILTER (WHERE res.state = 'OB703'))::integer
+          FROM res WHERE res.outcome IN ('rejected', 'conflict')
+        HAVING pg_catalog.count(*) > 0
     )
     SELECT res.outcome,
            res.id,

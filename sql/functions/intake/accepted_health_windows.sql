@@ -18,9 +18,9 @@ CREATE OR REPLACE FUNCTION intake.accepted_health_windows(p_from_time timestamp 
 AS $function$
 #variable_conflict use_column
 BEGIN
-    IF p_from_time IS NULL OR p_to_time IS NULL OR p_to_time <= p_from_time OR p_width IS NULL OR p_width < interval '1 minute' THEN
+    IF p_from_time IS NULL OR p_to_time IS NULL OR p_to_time <= p_from_time OR p_width IS NULL OR p_width <= interval '0' THEN
         RAISE EXCEPTION 'intake: health window arguments out of bounds'
-            USING ERRCODE = '22023', DETAIL = 'from_time < to_time, width at least one minute';
+            USING ERRCODE = '22023', DETAIL = 'from_time < to_time, a positive width';
     END IF;
     IF EXTRACT(epoch FROM (p_to_time - p_from_time)) / EXTRACT(epoch FROM p_width) > 10000 THEN
         RAISE EXCEPTION 'intake: more than 10000 health windows' USING ERRCODE = '22023';
@@ -45,14 +45,14 @@ BEGIN
                         WHERE r.workload_principal_id = c.wp AND r.accepted_at >= c.ws AND r.accepted_at < c.we) a
     LEFT JOIN LATERAL (SELECT pg_catalog.sum(s.failed) AS n FROM intake.send_failures s
                        WHERE s.workload_principal_id = c.wp AND s.window_start >= c.ws AND s.window_start < c.we) sf ON true
-    LEFT JOIN LATERAL (SELECT pg_catalog.sum(m.rejected) AS n FROM intake.workload_minutes m
-                       WHERE m.workload_principal_id = c.wp AND m.minute >= c.ws AND m.minute < c.we) rj ON true
+    LEFT JOIN LATERAL (SELECT pg_catalog.sum(x.rejected) AS n FROM intake.intake_rejections x
+                       WHERE x.workload_principal_id = c.wp AND x.rejected_at >= c.ws AND x.rejected_at < c.we) rj ON true
     ORDER BY c.wp, c.ws;
 END
 $function$;
 
 COMMENT ON FUNCTION intake.accepted_health_windows(timestamp with time zone, timestamp with time zone, interval) IS
-    'Per workload and window: accepted count, last acceptedAt, known send failures, intake rejections and healthy | degraded | unknown; no coverage percentage (SPEC R-OB-5).';
+    'Per workload and window [start, end): accepted count, last acceptedAt, known send failures (by their report window start), intake rejections (at their time) and healthy | degraded | unknown; exact for any start and positive width, at most 10000 windows; no coverage percentage (SPEC R-OB-5). Caller: outbox_auditor.';
 
 REVOKE ALL ON FUNCTION intake.accepted_health_windows(timestamp with time zone, timestamp with time zone, interval) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION intake.accepted_health_windows(timestamp with time zone, timestamp with time zone, interval) TO outbox_auditor;

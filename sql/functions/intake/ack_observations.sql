@@ -27,6 +27,12 @@ BEGIN
         RAISE EXCEPTION 'ack_observations: items must be a JSON array' USING ERRCODE = '22023';
     END IF;
     v_n := pg_catalog.json_array_length(p_items);
+    -- every consumer named must be bound to the calling role (42501, R-SEC-5)
+    PERFORM inbox._inbox_check_caller(c.cn)
+       FROM (SELECT DISTINCT x.e ->> 'consumerName' AS cn
+               FROM pg_catalog.json_array_elements(p_items) AS x(e)
+              WHERE pg_catalog.json_typeof(x.e) = 'object' AND pg_catalog.json_typeof(x.e -> 'consumerName') = 'string'
+              LIMIT 1001) AS c;
     IF v_n > 1000 THEN
         RAISE EXCEPTION 'ack_observations: at most 1000 items per call' USING ERRCODE = '22023',
               DETAIL = pg_catalog.format('%s items', v_n);
@@ -53,7 +59,6 @@ BEGIN
         SELECT p.ord, p.oid,
                CASE
                  WHEN NOT p.well_formed THEN '22023'
-                 WHEN d.status = 'acknowledged' AND d.lease_token = p.tok THEN NULL
                  WHEN d.status IS DISTINCT FROM 'leased' OR d.lease_token <> p.tok OR d.lease_expires_at <= v_now THEN 'OB001'
                  WHEN i.accepted_envelope_sha256 <> p.sha THEN 'OB002'
                  WHEN EXISTS (SELECT 1 FROM intake.observation_projectors AS pr
@@ -68,7 +73,6 @@ BEGIN
                END AS state,
                CASE
                  WHEN NOT p.well_formed THEN 'item must be {consumerName, observationId, leaseToken, acceptedEnvelopeSha256} with UUIDs and a 64-hex digest'
-                 WHEN d.status = 'acknowledged' AND d.lease_token = p.tok THEN 'already_acknowledged'
                  WHEN d.status IS NULL THEN 'no_work_row'
                  WHEN d.status = 'acknowledged' THEN 'finished'
                  WHEN d.status = 'pending' THEN 'not_leased'
@@ -88,25 +92,30 @@ BEGIN
          WHERE d.consumer_name = k.cn AND d.observation_id = k.oid
            AND d.status = 'leased' AND d.lease_token = k.tok   -- re-checked on the row's latest version
         RETURNING d.consumer_name, d.observation_id
+    ), r0 AS (
+        SELECT j.*, pg_catalog.row_number() OVER (PARTITION BY j.cn, j.oid, (j.state IS NULL AND j.leased) ORDER BY j.ord) AS nth
+          FROM j
     ), r AS (
         SELECT j.ord, j.oid,
-               CASE WHEN j.state IS NULL AND j.leased AND NOT EXISTS (SELECT 1 FROM u WHERE u.consumer_name = j.cn AND u.observation_id = j.oid)
+               CASE WHEN j.state IS NULL AND j.leased AND j.nth > 1 THEN 'OB001'
+                    WHEN j.state IS NULL AND j.leased AND NOT EXISTS (SELECT 1 FROM u WHERE u.consumer_name = j.cn AND u.observation_id = j.oid)
                     THEN 'OB001' ELSE j.state END AS state,
-               CASE WHEN j.state IS NULL AND j.leased AND NOT EXISTS (SELECT 1 FROM u WHERE u.consumer_name = j.cn AND u.observation_id = j.oid)
+               CASE WHEN j.state IS NULL AND j.leased AND j.nth > 1 THEN 'finished'  -- the same observation twice in one call
+                    WHEN j.state IS NULL AND j.leased AND NOT EXISTS (SELECT 1 FROM u WHERE u.consumer_name = j.cn AND u.observation_id = j.oid)
                     THEN 'lease_lost' ELSE j.why END AS why
-          FROM j
+          FROM r0 AS j
     )
     SELECT r.oid,
            CASE WHEN r.state IS NULL THEN 'acknowledged' ELSE 'rejected' END,
            r.state,
-           CASE WHEN r.state IS NULL AND r.why <> 'already_acknowledged' THEN NULL ELSE r.why END
+           CASE WHEN r.state IS NULL THEN NULL ELSE r.why END
       FROM r
      ORDER BY r.ord;
 END
 $function$;
 
 COMMENT ON FUNCTION intake.ack_observations(json) IS
-    'Acknowledge leased observations (fenced by lease token, accepted envelope digest and the consumer''s receipts for every registered projection); one row per item, in input order (SPEC R-OB-4). Caller: outbox_observation_projector.';
+    'Acknowledge leased observations, fenced like ack_deliveries: lease token (a finished, expired or replaced lease - a second ack included - is OB001), accepted envelope digest and the consumer''s receipt for every registered projection (OB002); one row per item, in input order (SPEC R-OB-4). Every consumer named must be bound to the calling role (42501, R-SEC-5). Caller: outbox_observation_projector.';
 
 REVOKE ALL ON FUNCTION intake.ack_observations(json) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION intake.ack_observations(json) TO outbox_observation_projector;

@@ -30,6 +30,7 @@ BEGIN
     IF p_lease IS NULL OR p_lease < interval '1 second' OR p_lease > interval '1 hour' THEN
         RAISE EXCEPTION 'claim_observations: lease must be 1 second..1 hour' USING ERRCODE = '22023';
     END IF;
+    PERFORM inbox._inbox_check_caller(p_consumer_name);  -- 42501 unless bound to the calling role (R-SEC-5)
     IF NOT EXISTS (SELECT 1 FROM intake.observation_projectors AS p WHERE p.consumer_name = p_consumer_name) THEN
         RAISE EXCEPTION 'claim_observations: % is not a registered observation projector', pg_catalog.left(coalesce(p_consumer_name, 'NULL'), 100)
             USING ERRCODE = 'OB802',
@@ -61,7 +62,7 @@ END
 $function$;
 
 COMMENT ON FUNCTION intake.claim_observations(text, text, integer, interval) IS
-    'Lease accepted observations of a registered projector consumer in (acceptedAt, observationId) order under fenced leases (SPEC R-OB-4). Caller: outbox_observation_projector.';
+    'Lease accepted observations of a registered projector consumer bound to the calling role (42501 otherwise, R-SEC-5) in (acceptedAt, observationId) order under fenced leases (SPEC R-OB-4). Caller: outbox_observation_projector.';
 
 REVOKE ALL ON FUNCTION intake.claim_observations(text, text, integer, interval) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION intake.claim_observations(text, text, integer, interval) TO outbox_observation_projector;

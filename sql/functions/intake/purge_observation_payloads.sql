@@ -32,7 +32,6 @@ BEGIN
         RAISE EXCEPTION 'intake: max_rows must be 1..100000' USING ERRCODE = '22023';
     END IF;
     v_cutoff := pg_catalog.now() - p_older_than;
-    PERFORM pg_catalog.set_config('pgintake.purge_run', v_run::text, true);
 
     SELECT pg_catalog.array_agg(x.observation_id ORDER BY x.accepted_at, x.observation_id),
            pg_catalog.array_agg(x.eligible ORDER BY x.accepted_at, x.observation_id)

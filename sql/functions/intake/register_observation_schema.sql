@@ -24,11 +24,38 @@ DECLARE
     v_code    text;
     v_bad     text;
     v_m       record;
+    v_n       integer;
+    v_nd      integer;
+    v_nfc     integer;
 BEGIN
-    IF p_observation_type IS NULL OR p_observation_type !~ '^[a-z][a-z0-9_]{0,63}$'
+    IF p_observation_type IS NULL OR p_observation_type !~ '^[A-Za-z][A-Za-z0-9._-]{0,127}$'
        OR p_observation_schema_version IS NULL OR p_observation_schema_version NOT BETWEEN 1 AND 1000000 THEN
         RAISE EXCEPTION 'intake: observation type or schema version out of form'
-            USING ERRCODE = 'OB702', DETAIL = 'type [a-z][a-z0-9_]{0,63}, version 1..1000000';
+            USING ERRCODE = 'OB702', DETAIL = 'type: 1..128 characters of [A-Za-z0-9._-] starting with a letter; version 1..1000000';
+    END IF;
+    -- member names (and the members the definition names) in NFC before canonicalization, so NFD
+    -- and NFC spellings of one definition are one definition; names equal after NFC: OB702
+    IF pg_catalog.json_typeof(p_definition) = 'object' AND pg_catalog.json_typeof(p_definition -> 'members') = 'object' THEN
+        SELECT pg_catalog.count(*), pg_catalog.count(DISTINCT k.k COLLATE "C"),
+               pg_catalog.count(DISTINCT normalize(k.k, NFC) COLLATE "C")
+          INTO v_n, v_nd, v_nfc
+          FROM pg_catalog.json_object_keys(p_definition -> 'members') AS k(k);
+        IF v_n = v_nd AND v_nd <> v_nfc THEN
+            RAISE EXCEPTION 'intake: observation schema member names collide after NFC normalization'
+                USING ERRCODE = 'OB702', DETAIL = 'two member names are equal in NFC; a member name is stored in NFC';
+        END IF;
+        IF v_n = v_nd THEN
+            SELECT pg_catalog.json_object_agg(t.key,
+                       CASE WHEN t.key = 'members'
+                                THEN (SELECT pg_catalog.json_object_agg(normalize(m.key, NFC), m.value)
+                                        FROM pg_catalog.json_each(t.value) AS m)
+                            WHEN t.key IN ('discriminator', 'policyVersionMember', 'normalizedCodeMember')
+                                 AND pg_catalog.json_typeof(t.value) = 'string'
+                                THEN pg_catalog.to_json(normalize(t.value #>> '{}', NFC))
+                            ELSE t.value END)
+              INTO p_definition
+              FROM pg_catalog.json_each(p_definition) AS t;
+        END IF;
     END IF;
     v_canon := outbox.jcs_canonicalize(p_definition);
     v_sha := pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(v_canon, 'UTF8')), 'hex');
@@ -45,7 +72,8 @@ BEGIN
     END IF;
     FOR v_m IN SELECT e.key, e.value FROM pg_catalog.jsonb_each(v_def->'members') e LOOP
         v_bad := CASE
-            WHEN v_m.key !~ '^[a-z][A-Za-z0-9]{0,63}$' THEN 'member name not [a-z][A-Za-z0-9]{0,63}'
+            WHEN pg_catalog.char_length(v_m.key) NOT BETWEEN 1 AND 64 OR v_m.key ~ '[\u0001-\u001f\u007f-\u009f]'
+                THEN 'member name must be 1..64 characters without control characters'
             WHEN pg_catalog.jsonb_typeof(v_m.value) <> 'object' THEN 'member definition is not an object'
             WHEN EXISTS (SELECT 1 FROM pg_catalog.jsonb_object_keys(v_m.value) k
                          WHERE k NOT IN ('type', 'required', 'nullable', 'minLength', 'maxLength', 'minimum', 'maximum', 'values', 'branches'))
@@ -138,7 +166,7 @@ END
 $function$;
 
 COMMENT ON FUNCTION intake.register_observation_schema(text, integer, json) IS
-    'Register a closed observation body schema; returns its jcs-sha256-v1 digest; insert-or-compare, OB702 on another definition (SPEC R-OB-1).';
+    'Register a closed observation body schema (type 1..128 of [A-Za-z0-9._-] from a letter; member names 1..64 characters without control characters, stored in NFC; names colliding after NFC refused); returns its jcs-sha256-v1 digest; insert-or-compare, OB702 on another definition or out of form (SPEC R-OB-1). Caller: outbox_registrar.';
 
 REVOKE ALL ON FUNCTION intake.register_observation_schema(text, integer, json) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION intake.register_observation_schema(text, integer, json) TO outbox_registrar;

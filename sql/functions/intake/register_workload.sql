@@ -20,6 +20,20 @@ BEGIN
     IF p_db_role IS NULL OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = p_db_role) THEN
         RAISE EXCEPTION 'intake: role % does not exist', p_db_role USING ERRCODE = '22023';
     END IF;
+    -- a shared role would let every login granted it submit as this workload (R-OB-1, R-SEC-5)
+    IF p_db_role IN ('outbox_owner', 'outbox_registrar', 'outbox_producer', 'outbox_dispatcher', 'outbox_consumer',
+                     'outbox_auditor', 'outbox_operator', 'outbox_retention', 'outbox_mailbox', 'outbox_intake',
+                     'outbox_observation_projector', 'outbox_projector')
+       OR p_db_role LIKE 'pg\_%'
+       OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = p_db_role AND (r.rolsuper OR r.rolname = 'public')) THEN
+        RAISE EXCEPTION 'intake: a kernel, built-in or superuser role cannot be registered as a workload'
+            USING ERRCODE = '22023',
+                  DETAIL = pg_catalog.format('role %I is shared by many logins; register a role of this workload''s own (granted outbox_intake)', p_db_role);
+    END IF;
+    IF EXISTS (SELECT 1 FROM inbox.consumer_roles c WHERE c.role_name = p_db_role) THEN
+        RAISE EXCEPTION 'intake: role % is bound to a consumer', p_db_role
+            USING ERRCODE = '22023', DETAIL = 'a workload role is a role of its own, never a consumer''s role (inbox.consumer_roles)';
+    END IF;
     IF p_workload_principal_id IS NULL OR p_workload_principal_id !~ '^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,199}$'
        OR p_service IS NULL OR p_service !~ '^[a-z0-9][a-z0-9._-]{0,99}$'
        OR p_environment IS NULL OR p_environment !~ '^[a-z0-9][a-z0-9._-]{0,63}$'
@@ -54,7 +68,7 @@ END
 $function$;
 
 COMMENT ON FUNCTION intake.register_workload(name, text, text, text, integer, integer, text) IS
-    'Bind a database role to a trusted observation source with its quota; insert-or-compare, OB702 on other values (SPEC R-OB-1, R-OB-6).';
+    'Bind a database role to a trusted observation source with its quota; insert-or-compare, OB702 on other values (SPEC R-OB-1, R-OB-6) Kernel (the outbox_* group roles), built-in (pg_*), superuser and consumer-bound roles are refused (22023); a role already registered as another workload is OB702.';
 
 REVOKE ALL ON FUNCTION intake.register_workload(name, text, text, text, integer, integer, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION intake.register_workload(name, text, text, text, integer, integer, text) TO outbox_registrar;

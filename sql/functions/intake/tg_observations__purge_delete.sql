@@ -11,13 +11,10 @@ CREATE OR REPLACE FUNCTION intake.tg_observations__purge_delete()
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
-DECLARE
-    v_run text := coalesce(pg_catalog.current_setting('pgintake.purge_run', true), '');
 BEGIN
-    IF v_run ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
-       AND NOT EXISTS (SELECT 1 FROM intake.purge_runs r WHERE r.run_id = v_run::uuid)
-       AND EXISTS (SELECT 1 FROM intake.observation_purge_markers m
-                   WHERE m.observation_id = OLD.observation_id AND m.run_id = v_run::uuid) THEN
+    -- the statement-level guard (tg_observations__delete_guarded) admits only the purge
+    -- function's delete; each row must also have its purge marker (written first, same run)
+    IF EXISTS (SELECT 1 FROM intake.observation_purge_markers AS m WHERE m.observation_id = OLD.observation_id) THEN
         RETURN OLD;
     END IF;
     RAISE EXCEPTION 'immutability violation: DELETE on intake.observations is not allowed'

@@ -43,6 +43,25 @@ BEGIN
                     AND (r.observation_id IS NULL OR r.accepted_at <> m.accepted_at
                          OR r.accepted_envelope_sha256 <> m.accepted_envelope_sha256)) THEN
         RETURN QUERY SELECT p_run_id, false, 'a marker does not match the id registry'::text;
+    ELSIF EXISTS (SELECT 1 FROM intake.observation_purge_markers m
+                  WHERE m.run_id = p_run_id
+                    AND (m.accepted_at >= v_run.cutoff OR m.purged_at > v_run.finished_at)) THEN
+        RETURN QUERY SELECT p_run_id, false, 'a marker is not older than the run''s cutoff or was not written by the run'::text;
+    ELSIF EXISTS (SELECT 1 FROM intake.observation_purge_markers m
+                  JOIN intake.observation_projectors p ON p.registered_at <= m.purged_at
+                  WHERE m.run_id = p_run_id
+                    AND NOT EXISTS (SELECT 1 FROM inbox.observation_receipts r
+                                    WHERE r.consumer_name = p.consumer_name AND r.projection_name = p.projection_name
+                                      AND r.projection_version = p.projection_version
+                                      AND r.observation_id = m.observation_id
+                                      AND r.accepted_envelope_sha256 = m.accepted_envelope_sha256
+                                      AND r.recorded_at <= m.purged_at)) THEN
+        RETURN QUERY SELECT p_run_id, false, 'a purged observation lacked a registered projector''s receipt at purge time'::text;
+    ELSIF EXISTS (SELECT 1 FROM intake.observation_purge_markers m
+                  JOIN outbox.legal_holds h ON h.event_id = m.observation_id
+                  WHERE m.run_id = p_run_id
+                    AND h.set_at <= m.purged_at AND (h.released_at IS NULL OR h.released_at > m.purged_at)) THEN
+        RETURN QUERY SELECT p_run_id, false, 'a purged observation was under a legal hold at purge time'::text;
     ELSE
         RETURN QUERY SELECT p_run_id, true, NULL::text;
     END IF;
@@ -50,7 +69,7 @@ END
 $function$;
 
 COMMENT ON FUNCTION intake.verify_purge_run(uuid) IS
-    'Re-check a purge run: marker count, purged_set_sha256, no payload left, registry agreement (SPEC R-OB-7).';
+    'Re-check a purge run from the immutable facts: marker count and purged_set_sha256, no payload left, registry agreement, every marker older than the cutoff and written by the run, every projector registered by then holding its receipt at purge time, no legal hold active at purge time (SPEC R-OB-7). Caller: outbox_retention, outbox_auditor.';
 
 REVOKE ALL ON FUNCTION intake.verify_purge_run(uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION intake.verify_purge_run(uuid) TO outbox_auditor;

@@ -12,7 +12,7 @@
 --   A plain SQL expression (no query, no SET clause, not SECURITY DEFINER): PostgreSQL inlines
 --   it into the calling statement, so it is never a per-item function call (HP-1).
 -- Caller: outbox.ack_deliveries; granted to nobody.
-CREATE OR REPLACE FUNCTION outbox._receipt_member_piece(p_receipt jsonb, p_member text, p_json_type text, p_projection_name text, p_projection_version integer, p_event_type text, p_event_schema_version text, p_minimum bigint)
+CREATE OR REPLACE FUNCTION outbox._receipt_member_piece(p_receipt jsonb, p_member text, p_json_type text, p_projection_name text, p_projection_version integer, p_event_type text, p_event_schema_version text, p_minimum bigint, p_max_length integer)
  RETURNS text
  LANGUAGE sql
  STABLE PARALLEL SAFE
@@ -20,6 +20,7 @@ AS $function$
     SELECT CASE WHEN p_member IS NOT NULL AND p_receipt ? p_member
                  AND CASE p_json_type
                          WHEN 'string' THEN pg_catalog.jsonb_typeof(p_receipt->p_member) = 'string'
+                                            AND (p_max_length IS NULL OR pg_catalog.length(p_receipt->>p_member) <= p_max_length)
                          WHEN 'boolean' THEN pg_catalog.jsonb_typeof(p_receipt->p_member) = 'boolean'
                          WHEN 'integer' THEN pg_catalog.jsonb_typeof(p_receipt->p_member) = 'number'
                                              AND (p_receipt->p_member)::text ~ '^-?(0|[1-9][0-9]{0,15})$'
@@ -37,7 +38,7 @@ AS $function$
                 THEN ',"' || p_member || '":' || (p_receipt->p_member)::text END
 $function$;
 
-COMMENT ON FUNCTION outbox._receipt_member_piece(jsonb, text, text, text, integer, text, text, bigint) IS
+COMMENT ON FUNCTION outbox._receipt_member_piece(jsonb, text, text, text, integer, text, text, bigint, integer) IS
     'Private, inlined: ,"member":value of a registered receipt member that has its type and known value, else NULL (SPEC R-AK-1a, HP-1).';
 
-REVOKE ALL ON FUNCTION outbox._receipt_member_piece(jsonb, text, text, text, integer, text, text, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION outbox._receipt_member_piece(jsonb, text, text, text, integer, text, text, bigint, integer) FROM PUBLIC;

@@ -22,7 +22,9 @@ AS $function$
         (SELECT CASE WHEN m.member IS NULL
                      THEN pg_catalog.format('unknown member %s: %s receipts carry only the common members and those of outbox.receipt_kind_members',
                                             pg_catalog.to_json(e.key)::text, (p_kind).receipt_kind)
-                     ELSE pg_catalog.format('member %s must be a JSON %s', pg_catalog.to_json(e.key)::text, m.json_type) END
+                     WHEN pg_catalog.jsonb_typeof(e.value) <> CASE m.json_type WHEN 'integer' THEN 'number' ELSE m.json_type END
+                     THEN pg_catalog.format('member %s must be a JSON %s', pg_catalog.to_json(e.key)::text, m.json_type)
+                     ELSE pg_catalog.format('member %s is longer than its maxLength %s', pg_catalog.to_json(e.key)::text, m.max_length) END
            FROM pg_catalog.jsonb_each(p_doc) AS e
            LEFT JOIN outbox.receipt_kind_members AS m ON m.receipt_kind = (p_kind).receipt_kind AND m.member = e.key
           WHERE e.key <> ALL (ARRAY[(p_kind).field_prefix || 'Ref', (p_kind).field_prefix || 'SchemaVersion',
@@ -30,7 +32,8 @@ AS $function$
                                     'destination', 'consumerName', 'eventId', 'eventEnvelopeDigestAlgorithmVersion',
                                     'eventEnvelopeSha256', (p_kind).time_field])
             AND (m.member IS NULL
-                 OR pg_catalog.jsonb_typeof(e.value) <> CASE m.json_type WHEN 'integer' THEN 'number' ELSE m.json_type END)
+                 OR pg_catalog.jsonb_typeof(e.value) <> CASE m.json_type WHEN 'integer' THEN 'number' ELSE m.json_type END
+                 OR pg_catalog.length(e.value #>> '{}') > m.max_length)
           ORDER BY e.key COLLATE "C"
           LIMIT 1),
         -- 2. required members present
@@ -76,6 +79,6 @@ AS $function$
 $function$;
 
 COMMENT ON FUNCTION outbox._receipt_problem(outbox.receipt_kinds, json, jsonb) IS
-    'Private: the closed-receipt rule (members, types, required members, integer form, schema version, digest algorithm) - NULL or the problem; shared by outbox._ack_problem and inbox.record_receipt (SPEC R-AK-1a).';
+    'Private: the closed-receipt rule (members, types, string maxLength, required members, integer form, schema version, digest algorithm) - NULL or the problem; shared by outbox._ack_problem and inbox.record_receipt (SPEC R-AK-1a).';
 
 REVOKE ALL ON FUNCTION outbox._receipt_problem(outbox.receipt_kinds, json, jsonb) FROM PUBLIC;

@@ -78,7 +78,7 @@ BEGIN
                CASE WHEN mm.n <= 8 THEN t.rc_tmpl END AS rc_tmpl,
                CASE WHEN mm.n <= 8 THEN t.cand_tmpl END AS cand_tmpl,
                coalesce(mm.mem, '{}'::text[]) AS mem, coalesce(mm.typ, '{}'::text[]) AS typ,
-               coalesce(mm.mins, '{}'::bigint[]) AS mins,
+               coalesce(mm.mins, '{}'::bigint[]) AS mins, coalesce(mm.maxl, '{}'::integer[]) AS maxl,
                coalesce(mm.required, '{}'::text[]) AS required
           FROM outbox.delivery_destinations AS dd
           JOIN outbox.receipt_kinds AS rk ON rk.receipt_kind = dd.receipt_kind
@@ -87,6 +87,7 @@ BEGIN
                        pg_catalog.array_agg(m.member ORDER BY m.member COLLATE "C") AS mem,
                        pg_catalog.array_agg(m.json_type ORDER BY m.member COLLATE "C") AS typ,
                        pg_catalog.array_agg(m.minimum ORDER BY m.member COLLATE "C") AS mins,
+                       pg_catalog.array_agg(m.max_length ORDER BY m.member COLLATE "C") AS maxl,
                        pg_catalog.array_agg(m.member) FILTER (WHERE m.required) AS required
                   FROM outbox.receipt_kind_members AS m WHERE m.receipt_kind = rk.receipt_kind
               ) AS mm
@@ -175,14 +176,14 @@ BEGIN
                              pg_catalog.to_json(d.consumer_name)::text, pg_catalog.to_json(d.destination)::text,
                              pg_catalog.to_json(e.event_envelope_sha256)::text, pg_catalog.to_json(d.event_id::text)::text,
                              d.expected_receipt_schema_version::text,
-                             outbox._receipt_member_piece(u.rcb, k.mem[1], k.typ[1], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.mins[1]),
-                             outbox._receipt_member_piece(u.rcb, k.mem[2], k.typ[2], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.mins[2]),
-                             outbox._receipt_member_piece(u.rcb, k.mem[3], k.typ[3], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.mins[3]),
-                             outbox._receipt_member_piece(u.rcb, k.mem[4], k.typ[4], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.mins[4]),
-                             outbox._receipt_member_piece(u.rcb, k.mem[5], k.typ[5], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.mins[5]),
-                             outbox._receipt_member_piece(u.rcb, k.mem[6], k.typ[6], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.mins[6]),
-                             outbox._receipt_member_piece(u.rcb, k.mem[7], k.typ[7], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.mins[7]),
-                             outbox._receipt_member_piece(u.rcb, k.mem[8], k.typ[8], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.mins[8])
+                             outbox._receipt_member_piece(u.rcb, k.mem[1], k.typ[1], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.mins[1], k.maxl[1]),
+                             outbox._receipt_member_piece(u.rcb, k.mem[2], k.typ[2], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.mins[2], k.maxl[2]),
+                             outbox._receipt_member_piece(u.rcb, k.mem[3], k.typ[3], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.mins[3], k.maxl[3]),
+                             outbox._receipt_member_piece(u.rcb, k.mem[4], k.typ[4], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.mins[4], k.maxl[4]),
+                             outbox._receipt_member_piece(u.rcb, k.mem[5], k.typ[5], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.mins[5], k.maxl[5]),
+                             outbox._receipt_member_piece(u.rcb, k.mem[6], k.typ[6], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.mins[6], k.maxl[6]),
+                             outbox._receipt_member_piece(u.rcb, k.mem[7], k.typ[7], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.mins[7], k.maxl[7]),
+                             outbox._receipt_member_piece(u.rcb, k.mem[8], k.typ[8], d.required_projection_name, d.required_projection_version, e.event_type, e.schema_version, k.mins[8], k.maxl[8])
                             ] AS args
                 OFFSET 0
               ) AS r

@@ -69,13 +69,7 @@ BEGIN
              WHERE b.build_id = p_build_id
         )
         SELECT c.k, c.id, c.env, c.sha FROM cand AS c ORDER BY c.at, c.k, c.id;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'source outside the frozen cutover boundary: build % has handed out its whole boundary', p_build_id
-                USING ERRCODE = 'OB803',
-                      DETAIL = pg_catalog.format('boundary %s: every member is handed out; later sources reach the shadow by dual-apply', v_boundary),
-                      HINT = 'stop claiming; outbox.cutover_projection when the shadow is ready (SPEC R-PV-2)';
-        END IF;
-        RETURN;
+        RETURN;  -- zero rows once the whole boundary is handed out (later sources: dual-apply)
     END IF;
     v_from := coalesce(v_cursor - interval '1 minute', '-infinity'::timestamptz);
 
@@ -120,7 +114,7 @@ END
 $function$;
 
 COMMENT ON FUNCTION outbox.claim_rebuild_sources(uuid, uuid, integer) IS
-    'Next batch of rebuild sources of a live shadow build (events of outbox.event_source and accepted observations), each once per build, in (source_at, source_kind, source_id) order; OB001 stale or unknown build token; a frozen build gets only its missing boundary members, then OB803; 22023 batch outside 1..1000. SPEC R-PV-1, R-PV-2, §13. Caller: outbox_projector.';
+    'Next batch of rebuild sources of a live shadow build (events of outbox.event_source and accepted observations), each once per build, in (source_at, source_kind, source_id) order; zero rows when nothing is left to hand out (a frozen build: only its missing boundary members); OB001 stale or unknown build token; 22023 batch outside 1..1000. SPEC R-PV-1, R-PV-2, §13. Caller: outbox_projector.';
 
 REVOKE ALL ON FUNCTION outbox.claim_rebuild_sources(uuid, uuid, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION outbox.claim_rebuild_sources(uuid, uuid, integer) TO outbox_projector;

@@ -64,8 +64,10 @@ BEGIN
           INTO v_open, v_total
           FROM outbox.outbox_deliveries AS d
          WHERE d.event_id = p_event_id AND d.mandatory;
-        SELECT rp.max_attempts INTO v_max
-          FROM outbox.outbox_retry_policies AS rp WHERE rp.destination = p_destination;
+        SELECT coalesce(rp.max_attempts, dp.max_attempts) INTO v_max
+          FROM outbox.outbox_retry_policy_default AS dp
+          LEFT JOIN outbox.outbox_retry_policies AS rp ON rp.destination = p_destination
+         WHERE dp.destination = '*';
         SELECT pg_catalog.count(*) INTO v_recoveries
           FROM outbox.outbox_recoveries AS r
          WHERE r.destination = p_destination AND r.event_id = p_event_id;

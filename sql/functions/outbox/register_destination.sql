@@ -50,9 +50,6 @@ BEGIN
             p_projection_required, p_ordering)
     ON CONFLICT (destination) DO NOTHING;
     IF FOUND THEN
-        INSERT INTO outbox.outbox_retry_policies (destination, base_delay, multiplier, max_delay, jitter, max_attempts)
-        VALUES (p_destination, interval '1 second', 2, interval '5 minutes', 0.2, 20)
-        ON CONFLICT (destination) DO NOTHING;
         RETURN;
     END IF;
 

@@ -42,13 +42,6 @@ BEGIN
     END IF;
 
     PERFORM outbox._lock_deliveries(v_dest, v_event);
-    -- a destination without a policy row gets its default one (register_destination inserts it)
-    PERFORM outbox._ensure_retry_policy(x.dest)
-       FROM (SELECT DISTINCT d.destination AS dest
-               FROM unnest(v_dest, v_event) AS u(dest, ev)
-               JOIN outbox.outbox_deliveries AS d ON d.destination = u.dest AND d.event_id = u.ev) AS x
-      WHERE NOT EXISTS (SELECT 1 FROM outbox.outbox_retry_policies AS rp WHERE rp.destination = x.dest);
-
     -- judge: fencing, then exhaustion by the policy
     SELECT pg_catalog.array_agg(j.state ORDER BY j.ord), pg_catalog.array_agg(j.detail ORDER BY j.ord),
            pg_catalog.array_agg(j.outcome ORDER BY j.ord)
@@ -57,7 +50,7 @@ BEGIN
                    CASE WHEN u.state IS NOT NULL THEN u.state WHEN f.problem IS NOT NULL THEN 'OB001' END AS state,
                    coalesce(u.detail, f.problem) AS detail,
                    CASE WHEN u.state IS NOT NULL OR f.problem IS NOT NULL THEN 'rejected'
-                        WHEN d.attempt_count - d.recovery_attempt_base >= rp.max_attempts
+                        WHEN d.attempt_count - d.recovery_attempt_base >= coalesce(rp.max_attempts, dp.max_attempts)
                              AND u.code <> 'awaiting_revision' THEN 'quarantined'
                         ELSE 'pending' END AS outcome
               FROM (SELECT x.*, pg_catalog.row_number() OVER (PARTITION BY x.dest, x.ev ORDER BY x.ord) AS rn
@@ -65,12 +58,14 @@ BEGIN
                            AS x(ord, dest, ev, att, tok, code, state, detail)) AS u
               LEFT JOIN outbox.outbox_deliveries AS d ON d.destination = u.dest AND d.event_id = u.ev
               LEFT JOIN outbox.outbox_retry_policies AS rp ON rp.destination = u.dest
+             CROSS JOIN outbox.outbox_retry_policy_default AS dp
              CROSS JOIN LATERAL (
                     SELECT CASE WHEN u.state IS NOT NULL THEN NULL
                                 WHEN u.rn > 1
                                 THEN pg_catalog.format('delivery %s/%s appears more than once in this batch', u.dest, u.ev)
                                 ELSE outbox._fence_problem(d, u.dest, u.ev, u.att, u.tok, v_now) END AS problem
                   ) AS f
+             WHERE dp.destination = '*'
            ) AS j;
 
     -- pending: retryable finish, back to pending after the backoff
@@ -87,15 +82,21 @@ BEGIN
     )
     UPDATE outbox.outbox_deliveries AS d
        SET status           = 'pending',
-           available_at     = v_now + outbox._backoff_delay(rp, d.attempt_count - d.recovery_attempt_base),
+           available_at     = v_now + outbox._backoff_delay(
+                                  ROW(ok.dest, coalesce(rp.base_delay, dp.base_delay), coalesce(rp.multiplier, dp.multiplier),
+                                      coalesce(rp.max_delay, dp.max_delay), coalesce(rp.jitter, dp.jitter),
+                                      coalesce(rp.max_attempts, dp.max_attempts), coalesce(rp.policy_version, dp.policy_version),
+                                      coalesce(rp.updated_at, dp.updated_at))::outbox.outbox_retry_policies,
+                                  d.attempt_count - d.recovery_attempt_base),
            lease_owner      = NULL,
            lease_token      = NULL,
            lease_expires_at = NULL,
            last_error_code  = ok.code,
            last_error_ref   = ok.ref
       FROM ok
-      JOIN outbox.outbox_retry_policies AS rp ON rp.destination = ok.dest
-     WHERE d.destination = ok.dest AND d.event_id = ok.ev
+      LEFT JOIN outbox.outbox_retry_policies AS rp ON rp.destination = ok.dest
+     CROSS JOIN outbox.outbox_retry_policy_default AS dp
+     WHERE d.destination = ok.dest AND d.event_id = ok.ev AND dp.destination = '*'
        AND d.status = 'leased' AND d.current_attempt_id = ok.att AND d.lease_token = ok.tok;
 
     -- exhausted: quarantined as retry_exhausted (the finish keeps the consumer's code and ref)

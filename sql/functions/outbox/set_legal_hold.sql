@@ -20,9 +20,10 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     PERFORM 1 FROM outbox.outbox_events e WHERE e.event_id = p_event_id FOR KEY SHARE;
-    IF NOT FOUND AND NOT EXISTS (SELECT 1 FROM outbox.archived_events a WHERE a.event_id = p_event_id) THEN
+    IF NOT FOUND AND NOT EXISTS (SELECT 1 FROM outbox.archived_events a WHERE a.event_id = p_event_id)
+       AND NOT EXISTS (SELECT 1 FROM intake.observation_ids o WHERE o.observation_id = p_event_id) THEN
         RAISE EXCEPTION 'set_legal_hold: unknown event'
-            USING ERRCODE = 'no_data_found', DETAIL = pg_catalog.format('event %s is neither in the hot tables nor archived', p_event_id);
+            USING ERRCODE = 'no_data_found', DETAIL = pg_catalog.format('%s is neither an event (hot or archived) nor an accepted observation', p_event_id);
     END IF;
     INSERT INTO outbox.legal_holds (event_id, reason, set_by)
     VALUES (p_event_id, p_reason, session_user)
@@ -31,7 +32,7 @@ END
 $function$;
 
 COMMENT ON FUNCTION outbox.set_legal_hold(uuid, text) IS
-    'Place an audited legal hold on an event; archive_events never archives a held event (SPEC R-RT-1). Caller: outbox_retention.';
+    'Place an audited legal hold on an event or an accepted observation (by id); archive_events never archives a held event, purge_observation_payloads never purges a held observation (SPEC R-RT-1, R-OB-7). Caller: outbox_retention.';
 
 REVOKE ALL ON FUNCTION outbox.set_legal_hold(uuid, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION outbox.set_legal_hold(uuid, text) TO outbox_retention;

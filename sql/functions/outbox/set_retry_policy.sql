@@ -21,7 +21,8 @@ AS $function$
 DECLARE
     v_version integer;
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM outbox.delivery_destinations AS dd WHERE dd.destination = p_destination) THEN
+    IF p_destination IS DISTINCT FROM '*'
+       AND NOT EXISTS (SELECT 1 FROM outbox.delivery_destinations AS dd WHERE dd.destination = p_destination) THEN
         RAISE EXCEPTION 'set_retry_policy: unknown destination'
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = pg_catalog.format('destination %L is not registered', p_destination);
@@ -37,6 +38,14 @@ BEGIN
                                              p_base_delay, p_multiplier, p_max_delay, p_jitter, p_max_attempts);
     END IF;
 
+    IF p_destination = '*' THEN
+        UPDATE outbox.outbox_retry_policy_default AS rp
+           SET base_delay = p_base_delay, multiplier = p_multiplier, max_delay = p_max_delay,
+               jitter = p_jitter, max_attempts = p_max_attempts
+         WHERE rp.destination = '*'
+        RETURNING rp.policy_version INTO v_version;
+        RETURN v_version;
+    END IF;
     INSERT INTO outbox.outbox_retry_policies AS rp
            (destination, base_delay, multiplier, max_delay, jitter, max_attempts)
     VALUES (p_destination, p_base_delay, p_multiplier, p_max_delay, p_jitter, p_max_attempts)
@@ -57,7 +66,7 @@ END
 $function$;
 
 COMMENT ON FUNCTION outbox.set_retry_policy(text, interval, numeric, interval, numeric, integer) IS
-    'Insert or change a destination''s retry policy (versioned, every change recorded in outbox_retry_policy_history); returns the policy_version. 22023 on unknown destination or out-of-range values. SPEC D-5.';
+    'Insert or change a destination''s retry policy, or the default one with destination ''*'' (versioned, every change recorded in outbox_retry_policy_history); returns the policy_version. 22023 on unknown destination or out-of-range values. SPEC D-5.';
 
 REVOKE ALL ON FUNCTION outbox.set_retry_policy(text, interval, numeric, interval, numeric, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION outbox.set_retry_policy(text, interval, numeric, interval, numeric, integer) TO outbox_registrar;
