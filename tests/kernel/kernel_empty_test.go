@@ -452,7 +452,7 @@ func TestDefaultRetryPolicyAppliesWithoutRow(t *testing.T) {
 		t.Fatalf("retry at the default's max attempts: %q %v, want quarantined", res, err)
 	}
 	// a destination's own row wins over the default
-	if err := reg.QueryRow(ctx, `SELECT outbox.set_retry_policy('kx_store', '5 seconds', 2, '1 minute', 0, 20)`).Scan(&v); err != nil || v != 1 {
+	if err := reg.QueryRow(ctx, `SELECT outbox.set_retry_policy('kx_store', '5 seconds', 1, '1 minute', 0, 20)`).Scan(&v); err != nil || v != 1 {
 		t.Fatalf("set_retry_policy(kx_store): %d %v", v, err)
 	}
 	if d := backoff(retry("kx-own")); d < 4*time.Second || d > 6*time.Second {
