@@ -183,6 +183,11 @@ func write(ctx context.Context, server, dir string) error {
 	return nil
 }
 
+var createFunction = regexp.MustCompile(`(?im)^\s*CREATE\s+(OR\s+REPLACE\s+)?(FUNCTION|PROCEDURE)\s`)
+
+// creates counts the functions a definition file creates.
+func creates(b []byte) int { return len(createFunction.FindAll(b, -1)) }
+
 var migrationName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 
 // newMigration writes the next migration from the changed files, once, then installs it into a
@@ -217,6 +222,17 @@ func newMigration(ctx context.Context, server, dir, name string) error {
 	// the files a fresh install with the new migration has (pg_get_functiondef's form)
 	if err := write(ctx, server, dir); err != nil {
 		return fmt.Errorf("%s does not install yet (%v): edit it, then run make sql-defs", full, err)
+	}
+	// CREATE OR REPLACE with another signature adds an overload: the old one needs a DROP
+	after, err := sqldefs.Files(os.DirFS(dir))
+	if err != nil {
+		return err
+	}
+	for _, p := range c.Apply {
+		if n, m := creates(after[p]), creates(c.Files[p]); n > m {
+			fmt.Printf("sql/%s: a fresh install now has %d functions of this name, your file created %d: "+
+				"a signature changed? DROP FUNCTION the old one in %s, then run make sql-defs\n", p, n, m, full)
+		}
 	}
 	fmt.Printf("Review %s (describe it; DROP FUNCTION an old signature), run make sql-defs after editing it, and commit both.\n", full)
 	return nil
