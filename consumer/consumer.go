@@ -138,7 +138,7 @@ type Config struct {
 	// as Role when set), so a kind registered before the kit starts is known (SPEC §13).
 	Catalog *receipt.Catalog
 	// ProjectionName/Version: the projection this consumer builds; ""/0 for none. Required for
-	// the operations_projection kind.
+	// a kind registered with requires_projection.
 	ProjectionName    string
 	ProjectionVersion int
 	// BuildToken is set only on a kit that writes a shadow projection version during its rebuild

@@ -471,7 +471,7 @@ func (c *Consumer) buildReceipt(ev Event, fields ReceiptFields, version int) (re
 	return built, err
 }
 
-// A kind whose members require the event type/schema (operations_projection in the reference
+// A kind whose members require the event type/schema (a projection receipt in the reference
 // release) gets the event's (R-AK-1a); other kinds' receipts do not carry them.
 func (c *Consumer) eventTypeField(ev Event) string {
 	if c.eventFields {

@@ -241,10 +241,10 @@ type Params struct {
 	ConsumerName        string
 	EventID             string
 	EventEnvelopeSHA256 string
-	// ProjectionName/Version: required for operations_projection, empty otherwise.
+	// ProjectionName/Version: required for a kind registered with requires_projection, empty otherwise.
 	ProjectionName    string
 	ProjectionVersion int
-	// EventType/EventSchemaVersion: required for operations_projection, optional otherwise.
+	// EventType/EventSchemaVersion: required when the kind's members require them, optional otherwise.
 	EventType          string
 	EventSchemaVersion string
 	// Time is the time field (appliedAt/committedAt/publishedAt); now when zero.

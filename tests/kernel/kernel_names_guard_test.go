@@ -36,11 +36,6 @@ var kgNames = []string{
 var kgExempt = map[string]string{
 	// permanent: the migration that deletes the seeded reference rows has to name them
 	"sql/041_kernel_seeds_no_domain.sql": "removes the reference rows the released migrations seeded",
-	// until the sql/functions regeneration (the function left the kernel in 041)
-	"sql/functions/apply_reference_effect.sql": "stale current-definition file; dropped by 041, regenerated away",
-	// until the receipt-catalog branch (the Go receipt kit reads kinds from the database)
-	"receipt/receipt.go":   "the reference kind list compiled into Go",
-	"consumer/consumer.go": "tests receipt.OperationsProjection (the compiled kind list)",
 }
 
 var kgReleased = regexp.MustCompile(`^sql/0(0[1-9]|[1-3][0-9]|40)_[^/]*\.sql$`)

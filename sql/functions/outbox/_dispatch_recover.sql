@@ -22,11 +22,13 @@ BEGIN
         SELECT d.destination, d.event_id, d.current_attempt_id
           FROM outbox.outbox_deliveries AS d
           LEFT JOIN outbox.outbox_retry_policies AS p ON p.destination = d.destination
-         CROSS JOIN outbox.outbox_retry_policy_default AS dp
-         WHERE d.status = 'leased' AND dp.destination = '*'
+         WHERE d.status = 'leased'
            AND d.lease_expires_at <= p_now
            AND (p_destinations IS NULL OR d.destination = ANY (p_destinations))
-           AND d.attempt_count - d.recovery_attempt_base >= coalesce(p.max_attempts, dp.max_attempts)
+           -- the default: an uncorrelated subquery, evaluated once (an InitPlan), no join to reorder
+           AND d.attempt_count - d.recovery_attempt_base
+               >= coalesce(p.max_attempts, (SELECT dp.max_attempts FROM outbox.outbox_retry_policy_default AS dp
+                                             WHERE dp.destination = '*'))
          ORDER BY d.lease_expires_at
          LIMIT p_max_rows
            FOR UPDATE OF d SKIP LOCKED
