@@ -30,8 +30,6 @@ var mailboxEffectDDL string
 // refmailbox.ref_effects, refmailbox.ref_key_sequences and refmailbox.apply_reference_effect.
 const MailboxEffectSchema = "refmailbox"
 
-func int64p(v int64) *int64 { return &v }
-
 // ReceiptKinds are the reference release's receipt kinds (SPEC §3.4, R-AK-1a), exactly as the
 // kernel's migrations 004, 009 and 039 seeded them before 041.
 func ReceiptKinds() []pgcall.ReceiptKindParams {
