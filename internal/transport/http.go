@@ -146,7 +146,9 @@ func (h *HTTP) Deliver(ctx context.Context, d wire.Delivery) (wire.Result, error
 //     status) → Retryable consumer_unavailable.
 //
 // The codes and their classes are codes, the rows of outbox.error_codes the dispatcher loaded at
-// preflight; with none (nil) no code is usable.
+// preflight. With none (nil: a transport used without a dispatcher) the class comes from the
+// status alone; the dispatcher always hands its codes over and checks every answer again
+// (Codes.Normalize).
 func MapHTTPResponse(status int, body []byte, codes *Codes) wire.Result {
 	switch {
 	case status == http.StatusOK:
@@ -158,11 +160,11 @@ func MapHTTPResponse(status int, body []byte, codes *Codes) wire.Result {
 	case status >= 200 && status < 300:
 		return wire.Result{Status: wire.Retryable, Code: CodeInvalidAck, Ref: "http:status_" + strconv.Itoa(status)}
 	case status == http.StatusConflict || status == http.StatusUnprocessableEntity:
-		if e, ok := parseError(body); ok && codes != nil && codes.NonRetryable(e.Code) {
+		if e, ok := parseError(body); ok && (codes == nil || codes.NonRetryable(e.Code)) {
 			return wire.Result{Status: wire.NonRetryable, Code: e.Code, Ref: SanitizeRef(e.Ref)}
 		}
 	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
-		if e, ok := parseError(body); ok && codes != nil && codes.Retryable(e.Code) {
+		if e, ok := parseError(body); ok && (codes == nil || codes.Retryable(e.Code)) {
 			return wire.Result{Status: wire.Retryable, Code: e.Code, Ref: SanitizeRef(e.Ref)}
 		}
 	}

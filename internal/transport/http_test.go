@@ -398,7 +398,8 @@ func TestHTTPReusesConnections(t *testing.T) {
 
 // R-AK-7: an error answer's code is usable only when the codes loaded from outbox.error_codes
 // class it like the status; otherwise the answer is retryable consumer_unavailable with the
-// status as its ref, and without loaded codes no code is usable (never a quarantine).
+// status as its ref. Without loaded codes the status gives the class (the dispatcher's
+// Normalize, with the table's codes, then refuses an unknown one).
 func TestMapHTTPResponseUsesLoadedCodes(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -410,8 +411,9 @@ func TestMapHTTPResponseUsesLoadedCodes(t *testing.T) {
 		{409, `{"code":"consumer_rejected","ref":"bug:1"}`, testCodes, wire.Result{Status: wire.NonRetryable, Code: "consumer_rejected", Ref: "bug:1"}},
 		{409, `{"code":"bogus","ref":"bug:1"}`, testCodes, wire.Result{Status: wire.Retryable, Code: "consumer_unavailable", Ref: "http:status_409"}},
 		{503, `{"code":"retry_exhausted"}`, testCodes, wire.Result{Status: wire.Retryable, Code: "consumer_unavailable", Ref: "http:status_503"}},
-		{409, `{"code":"consumer_rejected"}`, nil, wire.Result{Status: wire.Retryable, Code: "consumer_unavailable", Ref: "http:status_409"}},
-		{429, `{"code":"capacity_protection"}`, nil, wire.Result{Status: wire.Retryable, Code: "consumer_unavailable", Ref: "http:status_429"}},
+		{409, `{"code":"consumer_rejected"}`, nil, wire.Result{Status: wire.NonRetryable, Code: "consumer_rejected"}},
+		{429, `{"code":"bogus"}`, nil, wire.Result{Status: wire.Retryable, Code: "bogus"}},
+		{429, ``, nil, wire.Result{Status: wire.Retryable, Code: "consumer_unavailable", Ref: "http:status_429"}},
 		{409, `{"code":"shelf_gone"}`, NewCodes([]pgcall.ErrorCode{{Code: "shelf_gone"}}), wire.Result{Status: wire.NonRetryable, Code: "shelf_gone"}},
 	}
 	for _, c := range cases {

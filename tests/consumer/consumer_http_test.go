@@ -17,6 +17,7 @@ import (
 	"github.com/oceanway/pgoutbox/consumer"
 	"github.com/oceanway/pgoutbox/internal/config"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/consumerfix"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/internal/transport"
 	"github.com/oceanway/pgoutbox/reference"
 	"github.com/oceanway/pgoutbox/wire"
@@ -180,6 +181,7 @@ func TestConsumerHTTPRetryableAndBearer(t *testing.T) {
 	deadKit, err := consumer.New(context.Background(), func() consumer.Config {
 		c := spec.Config(dead)
 		c.HMACSecret = consumerfix.Secret
+		c.Catalog = testdb.Receipts(t) // loaded before the database died
 		return c
 	}())
 	if err != nil {

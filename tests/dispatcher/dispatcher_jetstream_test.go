@@ -17,6 +17,7 @@ import (
 	"github.com/oceanway/pgoutbox/internal/config"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/dispatcherfix"
+	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/internal/release"
 	"github.com/oceanway/pgoutbox/internal/transport"
 	"github.com/oceanway/pgoutbox/reference"
@@ -123,6 +124,8 @@ func TestDispatcherJetStreamLostPubAckDeduplicated(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = inner.Close() })
+	// The dispatcher hands its receipt catalog to the transports it holds; this one is wrapped.
+	inner.SetReceiptCatalog(testdb.Receipts(t))
 	var mu sync.Mutex
 	var results []wire.Result
 	calls := 0
