@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -73,7 +74,17 @@ func ikEnsureRoles(t *testing.T, admin *pgx.Conn) {
 				BEGIN GRANT outbox_intake TO %[1]s; EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END;
 			END IF;
 		END $$`, r)
-		if _, err := admin.Exec(context.Background(), q); err != nil {
+		// Roles are cluster-wide and parallel tests (each in a database of its own) create the
+		// same ones: a session that lost the race may not see the winner's role in the same
+		// statement yet (42704), so the idempotent block is simply run again.
+		var err error
+		for attempt := 0; attempt < 5; attempt++ {
+			if _, err = admin.Exec(context.Background(), q); err == nil {
+				break
+			}
+			time.Sleep(time.Duration(attempt+1) * 20 * time.Millisecond)
+		}
+		if err != nil {
 			t.Fatalf("role %s: %v", r, err)
 		}
 	}
