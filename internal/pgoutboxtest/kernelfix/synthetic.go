@@ -75,7 +75,7 @@ func SetupSynthetic(t *testing.T) SynBundle {
 	doc, err := json.Marshal(map[string]any{
 		"deliverySetVersion": 1, "deliverySetDefinitionSchemaVersion": 1,
 		"deliverySetDefinitionDigestAlgorithmVersion": "jcs-sha256-v1",
-		"applicableEventCount": 1, "applicableEvents": []any{map[string]any{"eventType": SynEvent, "eventSchemaVersion": "1"}},
+		"applicableEventCount":                        1, "applicableEvents": []any{map[string]any{"eventType": SynEvent, "eventSchemaVersion": "1"}},
 		"memberCount": len(members), "members": members,
 	})
 	if err != nil {
