@@ -4,7 +4,7 @@
 #
 #   scripts/bench-river.sh OUT        (DATABASE_URL: superuser URL of the cluster's maintenance db)
 #
-# Per round: river backlog, pgoutbox p1, river concurrent, pgoutbox p2, and (P-6) river
+# Per round: river backlog, pgoutbox p1, the P-8 ceiling (plain SQL), river concurrent, pgoutbox p2, and (P-6) river
 # insertmany, pgoutbox p6 when both binaries know those modes (their -h names them). Each round
 # is one alternating pair per figure; P-7 asks for at least 3, so the report can show the spread
 # (tools/benchreport: median, min..max, per-pair ratios, BIMODAL). Environment knobs:
@@ -72,11 +72,23 @@ else
   echo "bench-river: riverbench / outboxbench -mode p3 not available; P-3 not measured side by side" >&2
 fi
 
+# P-8 (issue 35 item 1): the bare write set of one delivery's life in plain SQL, no checks
+# (outboxbench -mode ceiling), right after pgoutbox's P-1 of each round; the report sets
+# pgoutbox / ceiling beside pgoutbox / River.
+ceil=0
+if grep -qw ceiling <<<"$outbox_usage"; then
+  ceil=1
+fi
+
 for r in $(seq 1 "$rounds"); do
   # shellcheck disable=SC2086
   step "$r" "$top/bin/riverbench" -server "$DATABASE_URL" -mode backlog -n "$n" -payload "$payload" ${BENCH_RIVER_FLAGS:-}
   # shellcheck disable=SC2086
   step "$r" "$top/bin/outboxbench" -server "$DATABASE_URL" -mode p1 -n "$n" -payload "$payload" ${BENCH_OUTBOX_FLAGS:-}
+  if [ "$ceil" = 1 ]; then
+    # shellcheck disable=SC2086
+    step "$r" "$top/bin/outboxbench" -server "$DATABASE_URL" -mode ceiling -n "$n" -payload "$payload" ${BENCH_OUTBOX_FLAGS:-}
+  fi
   # shellcheck disable=SC2086
   step "$r" "$top/bin/riverbench" -server "$DATABASE_URL" -mode concurrent -n "$n" -payload "$payload" ${BENCH_RIVER_FLAGS:-}
   # shellcheck disable=SC2086

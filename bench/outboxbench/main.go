@@ -69,7 +69,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.server, "server", os.Getenv("DATABASE_URL"), "superuser URL of the cluster's maintenance database")
 	flag.StringVar(&o.dbName, "db", "pgoutbox_bench_sbs", "database to (re)create and migrate")
-	flag.StringVar(&o.mode, "mode", "p1", "p1 (pre-appended backlog), p2 (producers appending concurrently), p6 (appends only), p3 or p3c (end to end over HTTP: dispatcher + consumer kit; backlog / concurrent appends)")
+	flag.StringVar(&o.mode, "mode", "p1", "p1 (pre-appended backlog), p2 (producers appending concurrently), p6 (appends only), p3 or p3c (end to end over HTTP: dispatcher + consumer kit; backlog / concurrent appends), ceiling (P-8: the bare write set of a delivery's life in plain SQL, no checks)")
 	flag.IntVar(&o.n, "n", 5000, "events (one delivery each)")
 	flag.IntVar(&o.payload, "payload", 400, "size in bytes of each event's payload object (River comparison: 400; product's usual: 1024)")
 	flag.IntVar(&o.workers, "workers", 2, "dispatcher worker connections")
@@ -137,9 +137,9 @@ func run(ctx context.Context, o options) (string, error) {
 		return "", errors.New("-server (or DATABASE_URL) is required")
 	}
 	switch o.mode {
-	case "p1", "p2", "p6", "p3", "p3c":
+	case "p1", "p2", "p6", "p3", "p3c", "ceiling":
 	default:
-		return "", fmt.Errorf("unknown -mode %q (p1, p2, p6, p3 or p3c)", o.mode)
+		return "", fmt.Errorf("unknown -mode %q (p1, p2, p6, p3, p3c or ceiling)", o.mode)
 	}
 	dsn, err := reference.FreshDatabase(ctx, o.server, o.dbName)
 	if err != nil {
@@ -164,6 +164,9 @@ func run(ctx context.Context, o options) (string, error) {
 		return "", err
 	}
 	defer admin.Close(context.Background())
+	if o.mode == "ceiling" { // plain SQL in a schema of its own; no kernel function runs
+		return ceiling(ctx, admin, dsn, o)
+	}
 	if err := activateReference(ctx, dsn); err != nil {
 		return "", err
 	}

@@ -60,7 +60,7 @@ func renderLatencyWAL(b *strings.Builder, s sideBySide) {
 	}
 	var rows []row
 	for _, r := range s.results {
-		if r.system != "pgoutbox" {
+		if r.system != "pgoutbox" || r.mode == "ceiling" { // the ceiling has its own table (P-8)
 			continue
 		}
 		w, okW := r.num("wal_bytes_per_event")

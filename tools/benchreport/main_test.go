@@ -196,3 +196,50 @@ func TestPlans(t *testing.T) {
 		t.Fatalf("replace:\n%s", got)
 	}
 }
+
+const ceilingSample = `RESULT river backlog round=1 jobs_per_sec=10000.0
+RESULT pgoutbox p1 round=1 deliveries_per_sec=3000.0 wal_bytes_per_event=4000 workers=2 batch=100
+RESULT pgoutbox ceiling round=1 deliveries_per_sec=15000.0 wal_bytes_per_event=1100 workers=2 batch=100
+RESULT river backlog round=2 jobs_per_sec=12000.0
+RESULT pgoutbox p1 round=2 deliveries_per_sec=3600.0 wal_bytes_per_event=4100
+RESULT pgoutbox ceiling round=2 deliveries_per_sec=12000.0 wal_bytes_per_event=1000
+`
+
+// P-8 (issue 35 item 1): the ceiling's rounds beside P-1 and River's backlog run, pgoutbox /
+// ceiling beside pgoutbox / River; the ceiling stays out of the P-4 WAL / claim table.
+func TestCeiling(t *testing.T) {
+	s, err := parseSideBySide(strings.NewReader(ceilingSample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	renderSideBySide(&b, s, nil)
+	out := b.String()
+	for _, want := range []string{
+		"### P-8: the write-set ceiling (same run)",
+		"| 1 | 15000 | 3000 | 10000 | 0.20 | 0.30 | 0.67 | 1100 | 4000 |",
+		"| 2 | 12000 | 3600 | 12000 | 0.30 | 0.30 | 1.00 | 1000 | 4100 |",
+		"| 2 | 13500 (12000–15000) | **0.25** (0.20–0.30) | **0.30** (0.30–0.30) | **0.83** (0.67–1.00) |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("section lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "| ceiling | 1 |") {
+		t.Errorf("the ceiling run is in the P-4 table:\n%s", out)
+	}
+	var none strings.Builder
+	renderSideBySide(&none, mustParse(t, p7Sample), nil)
+	if strings.Contains(none.String(), "P-8") {
+		t.Errorf("a run without ceiling lines has a P-8 table")
+	}
+}
+
+func mustParse(t *testing.T, in string) sideBySide {
+	t.Helper()
+	s, err := parseSideBySide(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

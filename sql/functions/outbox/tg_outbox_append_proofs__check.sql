@@ -1,8 +1,12 @@
 -- The delivery-set proof of R-AP-5, part 2: the deferred end-of-transaction anti-join. Each row of
 -- outbox.outbox_append_proofs (one per INSERT statement on the events or deliveries, see
--- outbox.tg_outbox_events__delivery_set_complete) queues this DEFERRABLE INITIALLY DEFERRED constraint
--- trigger; at COMMIT the first to fire takes every row its transaction recorded and proves all
--- their events in ONE set-based statement; the others find nothing left. Per event: exactly one
+-- outbox.tg_outbox_events__delivery_set_complete) that is its transaction's first (queues_proof)
+-- queues this DEFERRABLE INITIALLY DEFERRED constraint trigger (WHEN (NEW.queues_proof)); at
+-- COMMIT it takes every row its transaction recorded and proves all their events in ONE
+-- set-based statement. One firing per transaction, not one per statement: N firings each probing
+-- the index over the N rows the first one deleted were quadratic in the appends of a
+-- transaction (issue 35 item 6). After SET CONSTRAINTS ... IMMEDIATE has proven the rows so far,
+-- the next statement's row is again a first one and queues the proof again. Per event: exactly one
 -- delivery per mandatory member of its frozen delivery set, each carrying the member's frozen
 -- fields; no other delivery; the event row exists. A violation raises OB104 and aborts the whole
 -- business transaction (the detail names the first event by id).

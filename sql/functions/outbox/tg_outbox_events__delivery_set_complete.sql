@@ -1,8 +1,8 @@
 -- The delivery-set proof of R-AP-5, part 1 (part 2: outbox.tg_outbox_append_proofs__check): every
 -- INSERT statement on outbox.outbox_events or outbox.outbox_deliveries - append_events, the
 -- bootstrap, or the owner (or a superuser) writing the tables directly - records the event ids it
--- touched as ONE row of outbox.outbox_append_proofs, from its transition table. That row's
--- deferred constraint trigger proves at COMMIT that each recorded event has exactly one delivery
+-- touched as ONE row of outbox.outbox_append_proofs, from its transition table. The first such row
+-- of a transaction (queues_proof) queues the deferred constraint trigger, which proves at COMMIT that each recorded event has exactly one delivery
 -- per mandatory member of its frozen delivery set (no missing, no extra rows). Statement-level:
 -- a constant number of trigger calls per statement, whatever the number of rows (SPEC §12a
 -- HP-1); the row-level deferred triggers they replace fired once per inserted row.
@@ -20,14 +20,14 @@ CREATE OR REPLACE FUNCTION outbox.tg_outbox_events__delivery_set_complete()
  SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 BEGIN
-    -- (an id a row of this transaction already waits to prove is not recorded twice; see below)
-    INSERT INTO outbox.outbox_append_proofs (event_ids)
-    SELECT pg_catalog.array_agg(n.event_id)
+    -- Constant work per statement, whatever the transaction appended before (issue 35 item 6):
+    -- no look at the ids earlier rows recorded (an id recorded twice is proven once: the proof
+    -- takes the DISTINCT ids), and only the transaction's first row is marked to queue the
+    -- deferred proof (one index probe that stops at the first row of this transaction).
+    INSERT INTO outbox.outbox_append_proofs (event_ids, queues_proof)
+    SELECT pg_catalog.array_agg(n.event_id),
+           NOT EXISTS (SELECT 1 FROM outbox.outbox_append_proofs p WHERE p.xact = pg_catalog.pg_current_xact_id())
       FROM new_events AS n
-     WHERE n.event_id <> ALL (SELECT u.event_id
-                                FROM outbox.outbox_append_proofs p
-                               CROSS JOIN LATERAL pg_catalog.unnest(p.event_ids) AS u(event_id)
-                               WHERE p.xact = pg_catalog.pg_current_xact_id())
     HAVING pg_catalog.count(*) > 0;
     RETURN NULL;
 END
