@@ -8,6 +8,11 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// ClusterLockKey is the advisory lock (taken in the cluster's maintenance database) under which
+// tools and tests build fresh databases one at a time: the migrations create the kernel's roles,
+// which are cluster-wide, and two first installs at once race on CREATE ROLE (42704).
+const ClusterLockKey = 7210094417
+
 // FreshDatabase drops and recreates the database name on the cluster of serverURL (a superuser
 // URL of its maintenance database), migrates it with the kernel's migrations and returns its URL
 // (demo, soak).
@@ -23,6 +28,11 @@ func FreshDatabase(ctx context.Context, serverURL, name string) (string, error) 
 	}
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+id+" ENCODING 'UTF8' TEMPLATE template0"); err != nil {
 		return "", err
+	}
+	// The migrations create cluster-wide roles: builds of fresh databases on one cluster take turns
+	// (ClusterLockKey, held by this maintenance session until it closes).
+	if _, err := admin.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(ClusterLockKey)); err != nil {
+		return "", fmt.Errorf("migration lock: %w", err)
 	}
 	u := WithDatabase(serverURL, name)
 	conn, err := pgx.Connect(ctx, u)

@@ -39,7 +39,22 @@ func (m migrator) Hash() (string, error) {
 	return h + "+reference-" + reference.InstallHash(), nil
 }
 
+// Template builds take migrate.ClusterLockKey in the maintenance database: the migrations create
+// the kernel's roles, which are cluster-wide, and on a fresh cluster two templates (kernel only,
+// kernel with the reference release) built at once by two packages' test binaries race on CREATE
+// ROLE, the loser not seeing the winner's role yet (42704). pgtestdb serializes builds of one
+// template only.
 func (m migrator) Migrate(ctx context.Context, _ *sql.DB, conf pgtestdb.Config) error {
+	if server := os.Getenv("DATABASE_URL"); server != "" {
+		lock, err := pgx.Connect(ctx, server)
+		if err != nil {
+			return fmt.Errorf("migration lock: %w", err)
+		}
+		defer lock.Close(context.Background()) // closing the session releases the lock
+		if _, err := lock.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(migrate.ClusterLockKey)); err != nil {
+			return fmt.Errorf("migration lock: %w", err)
+		}
+	}
 	conn, err := pgx.Connect(ctx, conf.URL())
 	if err != nil {
 		return err
