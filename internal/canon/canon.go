@@ -8,6 +8,7 @@
 //   - strings must not hold U+0000 (PostgreSQL's json functions cannot represent it) nor unpaired
 //     surrogate escapes;
 //   - objects and arrays may nest at most MaxDepth levels;
+//   - member names may be at most MaxMemberNameChars characters long (R-SEC-5);
 //   - the input must be one well-formed JSON text in valid UTF-8, with nothing after it.
 //
 // The canonical transform itself is github.com/gowebpki/jcs; this package adds a strict
@@ -34,6 +35,10 @@ const Algorithm = "jcs-sha256-v1"
 // MaxDepth is the deepest allowed nesting of objects and arrays (the document's top-level
 // container is level 1). The SQL side uses the same bound.
 const MaxDepth = 64
+
+// MaxMemberNameChars is the longest allowed member name, in characters (Unicode code points,
+// counted after unescaping) — the bound outbox._jcs_value enforces (R-SEC-5).
+const MaxMemberNameChars = 1024
 
 // MaxSafeInteger is 2^53-1, the largest magnitude a number in a digested document may have.
 const MaxSafeInteger = 1<<53 - 1
@@ -180,6 +185,10 @@ func (s *scanner) object(level int) error {
 		name, err := s.str()
 		if err != nil {
 			return err
+		}
+		if n := utf8.RuneCountInString(name); n > MaxMemberNameChars {
+			s.pos = start
+			return s.fail("member name of %d characters, longer than %d", n, MaxMemberNameChars)
 		}
 		if _, dup := seen[name]; dup {
 			s.pos = start

@@ -121,6 +121,10 @@ func TestCanonSubset(t *testing.T) {
 		`{}`:                            `{}`,
 		`{"a":{"a":1}}`:                 `{"a":{"a":1}}`,
 		strings.Repeat("[", 64) + strings.Repeat("]", 64): strings.Repeat("[", 64) + strings.Repeat("]", 64),
+		// R-SEC-5: a member name of exactly 1024 characters (ASCII, escaped, multi-byte) is accepted.
+		`{"` + strings.Repeat("a", 1024) + `":1}`:      `{"` + strings.Repeat("a", 1024) + `":1}`,
+		`{"` + strings.Repeat(`\u0061`, 1024) + `":1}`: `{"` + strings.Repeat("a", 1024) + `":1}`,
+		`{"` + strings.Repeat("\uffff", 1024) + `":1}`: `{"` + strings.Repeat("\uffff", 1024) + `":1}`,
 	}
 	for in, want := range ok {
 		got, err := Canonicalize([]byte(in))
@@ -138,6 +142,8 @@ func TestCanonSubset(t *testing.T) {
 		`{"a":1,"a":2}`, `{"a":1,"\u0061":2}`, `[{"x":{"k":1,"k":1}}]`,
 		`"\u0000"`, `{"\u0000":1}`, `"\ud800"`, `"\udc00"`, `"\ud800\u0041"`, `"\ud800x"`,
 		strings.Repeat("[", 65) + strings.Repeat("]", 65),
+		`{"` + strings.Repeat("a", 1025) + `":1}`, `{"` + strings.Repeat(`\u0061`, 1025) + `":1}`,
+		`{"` + strings.Repeat("\u00e9", 1025) + `":1}`, `[{"x":{"` + strings.Repeat("!", 3000) + `":1}}]`,
 		strings.Repeat(`{"a":`, 65) + "1" + strings.Repeat("}", 65),
 		"\"\xff\"", "\"\xed\xa0\x80\"", `{"a":1} x`, `[1,]`, `{"a":1,}`, `01`, `+1`, `.5`, `1.`, `1e`,
 		`NaN`, `"\x"`, "\"a\tb\"", ``, ` `, `[1 2]`, `tru`, `nul`, `{"a"}`, `{1:2}`, `"abc`,

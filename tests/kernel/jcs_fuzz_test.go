@@ -36,6 +36,10 @@ var jcsFuzzSeeds = []string{
 	`{"a": 1}`, `{"a":1}` + "\n", `["\/"]`, `["\u0041"]`, `{"a":"x","b":1,"c":true,"d":null,"e":false}`,
 	strings.Repeat(`{"a":`, 64) + "1" + strings.Repeat("}", 64), strings.Repeat(`{"a":`, 65) + "1" + strings.Repeat("}", 65),
 	jcsManyMembers(64, false), jcsManyMembers(65, false), jcsManyMembers(70, true),
+	// R-SEC-5: member names of 1024 characters pass, of 1025 are refused, on both sides
+	`{"` + strings.Repeat("a", 1024) + `":1}`, `{"` + strings.Repeat("a", 1025) + `":1}`,
+	`{"` + strings.Repeat(`\u00e9`, 1024) + `":1}`, `{"` + strings.Repeat(`\u00e9`, 1025) + `":1}`,
+	`{"` + strings.Repeat("!", 3000) + `a":1,"a":1}`,
 }
 
 // jcsManyMembers is a canonical object with n members, or with its last two members swapped.
