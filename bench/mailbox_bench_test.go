@@ -24,9 +24,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/peterldowns/pgtestdb"
 
-	"github.com/oceanway/pgoutbox/internal/mailbox"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
+	"github.com/oceanway/pgoutbox/mailbox/pump"
 	"github.com/oceanway/pgoutbox/reference"
 )
 
@@ -81,9 +81,9 @@ func BenchmarkMailboxPump(b *testing.B) {
 	defer pc.Close(ctx)
 	_, err = pc.Exec(ctx, `SET track_functions = 'pl'; SELECT pg_stat_reset(); SET ROLE outbox_bench_mailbox_pump`)
 	must(err)
-	cfg := mailbox.Defaults()
+	cfg := pump.Defaults()
 	cfg.Source, cfg.Table, cfg.Worker = "bench", "mailbox", "bench"
-	p, err := mailbox.New(cfg, pc, testdb.Pool(b, boxDSN), reference.MailboxHandler{TenantKind: "organization", TenantID: "t", WorkspaceID: "w"}, nil, nil)
+	p, err := pump.New(cfg, pc, testdb.Pool(b, boxDSN), reference.MailboxHandler{TenantKind: "organization", TenantID: "t", WorkspaceID: "w"}, nil, nil)
 	must(err)
 	must(p.Acquire(ctx))
 

@@ -1,5 +1,5 @@
 // Package mailbox is what you need to write a handler for the mailbox inbox pipeline (SPEC §10,
-// R-MX-1..12, docs/mailbox.md): the pump (internal/mailbox, run by cmd/mailboxpump) discovers
+// R-MX-1..12, docs/mailbox.md): the pump (mailbox/pump, run by cmd/mailboxpump) discovers
 // the rows of a legacy mailbox table, claims the single queue head of a source and hands it to
 // a Handler inside a transaction of our database; the handler's business effect, its outbound
 // events (producer.Append, i.e. outbox.append_event) and the message's terminal state
@@ -21,14 +21,14 @@
 //	}
 //
 // and is plugged into the pump in place of the reference handler (reference.MailboxHandler):
-// pass it to the pump's constructor, internal/mailbox.New(cfg, our, box, orders{}, nil, nil), or
-// have the command build it by handing internal/mailbox.Process a factory instead of
+// pass it to the pump's constructor, pump.New(cfg, our, box, orders{}, nil, nil), or
+// have the command build it by handing pump.Process a factory instead of
 // reference.NewMailboxHandler (cmd/mailboxpump/main.go):
 //
 //	pump.Process(ctx, os.Args[1:], os.LookupEnv, os.Stderr,
 //		func(source string, tenant producer.Tenant) mailbox.Handler { return orders{} })
 //
-// (pump being internal/mailbox imported under that name).
+// (pump being the package github.com/oceanway/pgoutbox/mailbox/pump).
 package mailbox
 
 import (

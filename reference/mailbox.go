@@ -51,7 +51,7 @@ type MailboxHandler struct {
 var _ mailbox.Handler = MailboxHandler{}
 
 // NewMailboxHandler is the handler factory cmd/mailboxpump hands the pump
-// (internal/mailbox.Process): the reference handler with the outbound events' tenant.
+// (pump.Process): the reference handler with the outbound events' tenant.
 func NewMailboxHandler(_ string, tenant producer.Tenant) mailbox.Handler {
 	return MailboxHandler{TenantKind: tenant.TenantKind, TenantID: tenant.TenantID, WorkspaceID: tenant.WorkspaceID}
 }

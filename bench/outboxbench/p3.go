@@ -4,7 +4,7 @@ package main
 
 // -mode p3 / p3c (SPEC §12a P-3, issue 21 item 3): end to end over HTTP, the same work as
 // riverbench -mode p3 / p3c - a call to a consumer that writes in its own database - with the
-// real pipeline: the dispatcher (internal/dispatcher, the loop cmd/dispatcher runs, with the
+// real pipeline: the dispatcher (dispatcher, the loop cmd/dispatcher runs, with the
 // HTTP transport, HMAC-signed) delivering to the consumer kit (consumer package, the
 // metering_input_processor reference consumer) served over loopback HTTP in this process,
 // which records the receipt and the consumer's effect in a database of its own
@@ -39,13 +39,13 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/oceanway/pgoutbox/consumer"
+	"github.com/oceanway/pgoutbox/dispatcher"
 	"github.com/oceanway/pgoutbox/internal/config"
-	"github.com/oceanway/pgoutbox/internal/dispatcher"
 	"github.com/oceanway/pgoutbox/internal/metrics"
 	"github.com/oceanway/pgoutbox/internal/migrate"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/transport"
 	"github.com/oceanway/pgoutbox/reference"
+	"github.com/oceanway/pgoutbox/transport"
 )
 
 const p3Secret = "outboxbench-p3-secret-0123456789"

@@ -1,5 +1,5 @@
 // Command dispatcher runs the pgoutbox delivery loop (SPEC §8). All logic lives in
-// internal/dispatcher; this wrapper only turns SIGTERM/SIGINT into a graceful drain (R-DP-3).
+// dispatcher; this wrapper only turns SIGTERM/SIGINT into a graceful drain (R-DP-3).
 //
 //	PGOUTBOX_DATABASE_URL=postgres://… dispatcher -config /etc/pgoutbox/dispatcher.toml
 //
@@ -12,7 +12,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/oceanway/pgoutbox/internal/dispatcher"
+	"github.com/oceanway/pgoutbox/dispatcher"
 )
 
 func main() {

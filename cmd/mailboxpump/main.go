@@ -1,6 +1,6 @@
 // Command mailboxpump runs the mailbox inbox pipeline for one source (SPEC §10): discovery by
 // msg_id > W, one FIFO head processed in our database's transactions with its outbound events,
-// and the processed mark written back to the mailbox. All logic lives in internal/mailbox; this
+// and the processed mark written back to the mailbox. All logic lives in mailbox/pump; this
 // wrapper wires in the reference handler (reference.MailboxHandler: any mailbox.Handler can take
 // its place, see package github.com/oceanway/pgoutbox/mailbox) and turns SIGTERM/SIGINT into a
 // drain (exit 0). A second instance for the same source refuses to run and exits 3. Operator
@@ -16,7 +16,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	pump "github.com/oceanway/pgoutbox/internal/mailbox"
+	"github.com/oceanway/pgoutbox/mailbox/pump"
 	"github.com/oceanway/pgoutbox/reference"
 )
 

@@ -18,8 +18,8 @@ import (
 	"github.com/oceanway/pgoutbox/internal/config"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/consumerfix"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
-	"github.com/oceanway/pgoutbox/internal/transport"
 	"github.com/oceanway/pgoutbox/reference"
+	"github.com/oceanway/pgoutbox/transport"
 	"github.com/oceanway/pgoutbox/wire"
 )
 
@@ -223,7 +223,7 @@ func TestConsumerHTTPRetryableAndBearer(t *testing.T) {
 	}
 }
 
-// R-DP-2, R-CO-5: the dispatcher's own HTTP transport (internal/transport) and the kit agree:
+// R-DP-2, R-CO-5: the dispatcher's own HTTP transport (transport) and the kit agree:
 // an acknowledged delivery through it carries the same ack as the in-process adapter gives for
 // a redelivery, and a rejection maps to the same class and code.
 func TestConsumerHTTPWithDispatcherTransport(t *testing.T) {

@@ -1,7 +1,7 @@
 package consumer
 
 // Issue 21 item 4: upgrading the HMAC signature without breaking a consumer. The dispatcher's
-// own HTTP transport (internal/transport) against a consumer built on the obsolete body-only
+// own HTTP transport (transport) against a consumer built on the obsolete body-only
 // form and against the current kit, through the window (signature = "both") and after it.
 
 import (
@@ -19,8 +19,8 @@ import (
 	"github.com/oceanway/pgoutbox/consumer"
 	"github.com/oceanway/pgoutbox/internal/config"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/consumerfix"
-	"github.com/oceanway/pgoutbox/internal/transport"
 	"github.com/oceanway/pgoutbox/reference"
+	"github.com/oceanway/pgoutbox/transport"
 	"github.com/oceanway/pgoutbox/wire"
 )
 

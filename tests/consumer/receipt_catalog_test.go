@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oceanway/pgoutbox/consumer"
-	"github.com/oceanway/pgoutbox/internal/dispatcher"
+	"github.com/oceanway/pgoutbox/dispatcher"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/consumerfix"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/kernelfix"

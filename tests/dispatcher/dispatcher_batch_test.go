@@ -12,7 +12,7 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/metrics"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/dispatcherfix"
-	"github.com/oceanway/pgoutbox/internal/transport"
+	"github.com/oceanway/pgoutbox/transport"
 	"github.com/oceanway/pgoutbox/wire"
 )
 

@@ -15,12 +15,12 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/oceanway/pgoutbox/dispatcher"
 	"github.com/oceanway/pgoutbox/internal/config"
-	"github.com/oceanway/pgoutbox/internal/dispatcher"
 	"github.com/oceanway/pgoutbox/internal/metrics"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/dispatcherfix"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
-	"github.com/oceanway/pgoutbox/internal/transport"
+	"github.com/oceanway/pgoutbox/transport"
 	"github.com/oceanway/pgoutbox/wire"
 )
 
@@ -53,7 +53,7 @@ func TestDispatcherMetricsScrape(t *testing.T) {
 	srv, h := dispatcherfix.HTTPConsumer(t, c, 5*time.Second)
 	cfg := dispatcherfix.Config("dp-metrics", map[string]config.Destination{dispatcherfix.MeteringDest: dispatcherfix.HTTPDest(srv.URL)})
 	r := dispatcherfix.Start(t, db, cfg, map[string]transport.Transport{dispatcherfix.MeteringDest: h})
-	r.M.Registry.MustRegister(metrics.NewRedeliveries(r.Pool, 5*time.Second)) // as internal/dispatcher/app.go does
+	r.M.Registry.MustRegister(metrics.NewRedeliveries(r.Pool, 5*time.Second)) // as dispatcher/app.go does
 	ms, err := metrics.Listen("127.0.0.1:0", r.M, r.D.Ready)
 	if err != nil {
 		t.Fatal(err)

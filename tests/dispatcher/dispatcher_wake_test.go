@@ -14,7 +14,7 @@ import (
 	"github.com/oceanway/pgoutbox/internal/config"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/dispatcherfix"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/kernelfix"
-	"github.com/oceanway/pgoutbox/internal/transport"
+	"github.com/oceanway/pgoutbox/transport"
 	"github.com/oceanway/pgoutbox/wire"
 )
 

@@ -13,8 +13,8 @@ import (
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/dispatcherfix"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/scenario"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
-	"github.com/oceanway/pgoutbox/internal/transport"
 	"github.com/oceanway/pgoutbox/reference"
+	"github.com/oceanway/pgoutbox/transport"
 )
 
 // R-CO-6, R-DP-1, R-DP-2, R-AK-4, R-AK-8, T-8 (small): the reference scenario end to end over

@@ -19,7 +19,7 @@ import (
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/dispatcherfix"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
-	"github.com/oceanway/pgoutbox/internal/transport"
+	"github.com/oceanway/pgoutbox/transport"
 	"github.com/oceanway/pgoutbox/wire"
 )
 

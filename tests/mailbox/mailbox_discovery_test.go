@@ -411,8 +411,8 @@ func TestMailboxFiveFactsIndependent(t *testing.T) {
 	if len(leaks) > 0 {
 		t.Errorf("delivery-side functions read mailbox state: %v", leaks)
 	}
-	// The pump's discovery statement selects no processed_at (internal/mailbox, R-MX-5).
-	b, err := os.ReadFile("../../internal/mailbox/pump.go")
+	// The pump's discovery statement selects no processed_at (mailbox/pump, R-MX-5).
+	b, err := os.ReadFile("../../mailbox/pump/pump.go")
 	if err != nil {
 		t.Fatal(err)
 	}

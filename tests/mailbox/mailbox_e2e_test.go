@@ -9,8 +9,8 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/config"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/dispatcherfix"
-	"github.com/oceanway/pgoutbox/internal/transport"
 	"github.com/oceanway/pgoutbox/reference"
+	"github.com/oceanway/pgoutbox/transport"
 	"github.com/oceanway/pgoutbox/wire"
 )
 

@@ -22,12 +22,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/oceanway/pgoutbox/internal/mailbox"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/dispatcherfix"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 	mailboxapi "github.com/oceanway/pgoutbox/mailbox"
+	"github.com/oceanway/pgoutbox/mailbox/pump"
 	"github.com/oceanway/pgoutbox/reference"
 )
 
@@ -233,9 +233,9 @@ func (b *mbx) ageHoles(d time.Duration) {
 }
 
 // pump builds a pump on a session of its own (role outbox_test_mailbox_pump).
-func (b *mbx) pump(h mailboxapi.Handler, mut ...func(*mailbox.Config)) (*mailbox.Pump, *pgx.Conn, *mailbox.Metrics) {
+func (b *mbx) pump(h mailboxapi.Handler, mut ...func(*pump.Config)) (*pump.Pump, *pgx.Conn, *pump.Metrics) {
 	b.t.Helper()
-	cfg := mailbox.Defaults()
+	cfg := pump.Defaults()
 	cfg.Source, cfg.Table, cfg.Worker = mbxSource, mbxTable, "test-pump"
 	cfg.PollInterval, cfg.StatusInterval = 20*time.Millisecond, 20*time.Millisecond
 	cfg.Lease = 30 * time.Second
@@ -246,12 +246,12 @@ func (b *mbx) pump(h mailboxapi.Handler, mut ...func(*mailbox.Config)) (*mailbox
 	if h == nil {
 		h = mbxRefHandler(nil)
 	}
-	m := mailbox.NewMetrics(mbxSource)
+	m := pump.NewMetrics(mbxSource)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(&dispatcherfix.LogWriter{T: b.t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	p, err := mailbox.New(cfg, conn, b.boxPool, h, m, log)
+	p, err := pump.New(cfg, conn, b.boxPool, h, m, log)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func mbxRefHandler(reject func(key, typ string, data json.RawMessage) string) re
 }
 
 // tick runs one pump round and fails the test on error.
-func mbxTick(t *testing.T, p *mailbox.Pump) {
+func mbxTick(t *testing.T, p *pump.Pump) {
 	t.Helper()
 	if _, err := p.Tick(context.Background()); err != nil {
 		t.Fatalf("tick: %v", err)

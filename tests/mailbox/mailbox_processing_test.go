@@ -10,12 +10,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/oceanway/pgoutbox/internal/mailbox"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/dispatcherfix"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/kernelfix"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	mailboxapi "github.com/oceanway/pgoutbox/mailbox"
+	"github.com/oceanway/pgoutbox/mailbox/pump"
 	"github.com/oceanway/pgoutbox/reference"
 )
 
@@ -405,7 +405,7 @@ func TestMailboxHandlerTransactionAllOrNothing(t *testing.T) {
 	ctx := context.Background()
 	b.write(1, mbxMsg("a", "t.a", 1))
 	h := &blockingHandler{inner: mbxRefHandler(nil), reached: make(chan struct{}), release: make(chan struct{})}
-	p, pc, _ := b.pump(h, func(c *mailbox.Config) { c.Lease = time.Second })
+	p, pc, _ := b.pump(h, func(c *pump.Config) { c.Lease = time.Second })
 	var pid int
 	if err := pc.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
 		t.Fatal(err)

@@ -13,10 +13,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
-	"github.com/oceanway/pgoutbox/internal/mailbox"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/dispatcherfix"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/kernelfix"
+	"github.com/oceanway/pgoutbox/mailbox/pump"
 	"github.com/oceanway/pgoutbox/reference"
 )
 
@@ -76,12 +76,12 @@ func TestMailboxSecondInstanceRefusedAndDrain(t *testing.T) {
 	pctx, stop := context.WithCancel(ctx)
 	var out1 syncBuf
 	done := make(chan int, 1)
-	go func() { done <- mailbox.Process(pctx, b.processArgs(), noEnv, &out1, reference.NewMailboxHandler) }()
+	go func() { done <- pump.Process(pctx, b.processArgs(), noEnv, &out1, reference.NewMailboxHandler) }()
 	dispatcherfix.Eventually(t, "first instance processed message 1", func() bool { return b.states()[1] == "succeeded" })
 
 	var out2 syncBuf
-	code := mailbox.Process(ctx, b.processArgs(), noEnv, &out2, reference.NewMailboxHandler)
-	if code != mailbox.ExitHeld || !strings.Contains(out2.String(), "refusing to run") || !strings.Contains(out2.String(), mbxSource) {
+	code := pump.Process(ctx, b.processArgs(), noEnv, &out2, reference.NewMailboxHandler)
+	if code != pump.ExitHeld || !strings.Contains(out2.String(), "refusing to run") || !strings.Contains(out2.String(), mbxSource) {
 		t.Fatalf("second instance: exit %d, output %q", code, out2.String())
 	}
 	// Any other session's mutation is OB403 while the holder lives; reads are fine.
@@ -107,7 +107,7 @@ func TestMailboxSecondInstanceRefusedAndDrain(t *testing.T) {
 	stop()
 	select {
 	case code := <-done:
-		if code != mailbox.ExitOK {
+		if code != pump.ExitOK {
 			t.Fatalf("drain exit %d: %s", code, out1.String())
 		}
 	case <-time.After(30 * time.Second):
@@ -120,7 +120,7 @@ func TestMailboxSecondInstanceRefusedAndDrain(t *testing.T) {
 	})
 	// Bad configuration is refused before anything runs.
 	var out3 syncBuf
-	if code := mailbox.Process(ctx, b.processArgs("-table", "bad; drop table x"), noEnv, &out3, reference.NewMailboxHandler); code != mailbox.ExitConfig {
+	if code := pump.Process(ctx, b.processArgs("-table", "bad; drop table x"), noEnv, &out3, reference.NewMailboxHandler); code != pump.ExitConfig {
 		t.Fatalf("bad table name: exit %d %q", code, out3.String())
 	}
 }
@@ -146,7 +146,7 @@ func TestMailboxPumpMetrics(t *testing.T) {
 	var out syncBuf
 	done := make(chan int, 1)
 	go func() {
-		done <- mailbox.Process(pctx, b.processArgs("-metrics-addr", addr), noEnv, &out, reference.NewMailboxHandler)
+		done <- pump.Process(pctx, b.processArgs("-metrics-addr", addr), noEnv, &out, reference.NewMailboxHandler)
 	}()
 	wants := []string{
 		`pgoutbox_mailbox_job_heartbeat_age_seconds{source="legacy-inbox"}`,
@@ -192,7 +192,7 @@ func TestMailboxPumpMetrics(t *testing.T) {
 		t.Errorf("promlint: %v %+v", err, problems)
 	}
 	stop()
-	if code := <-done; code != mailbox.ExitOK {
+	if code := <-done; code != pump.ExitOK {
 		t.Fatalf("exit %d: %s", code, out.String())
 	}
 }

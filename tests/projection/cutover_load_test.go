@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/oceanway/pgoutbox/consumer"
-	"github.com/oceanway/pgoutbox/internal/dispatcher"
+	"github.com/oceanway/pgoutbox/dispatcher"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/consumerfix"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/projectionfix"

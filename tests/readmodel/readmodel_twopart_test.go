@@ -15,8 +15,8 @@ import (
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 	"github.com/oceanway/pgoutbox/internal/readmodel"
-	"github.com/oceanway/pgoutbox/internal/transport"
 	"github.com/oceanway/pgoutbox/reference"
+	"github.com/oceanway/pgoutbox/transport"
 )
 
 // R-OP-2: the projector's inbox in ANOTHER database. The Go companion snapshots the producer

@@ -9,9 +9,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/oceanway/pgoutbox/internal/mailbox"
 	"github.com/oceanway/pgoutbox/internal/migrate"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
+	"github.com/oceanway/pgoutbox/mailbox/pump"
 	"github.com/oceanway/pgoutbox/reference"
 )
 
@@ -122,9 +122,9 @@ func runMailboxDemo(ctx context.Context, server string) error {
 		return err
 	}
 	defer boxPool.Close()
-	cfg := mailbox.Defaults()
+	cfg := pump.Defaults()
 	cfg.Source, cfg.Table = "legacy-inbox", "mailbox"
-	p, err := mailbox.New(cfg, pumpConn, boxPool,
+	p, err := pump.New(cfg, pumpConn, boxPool,
 		reference.MailboxHandler{TenantKind: "organization", TenantID: "oceanway", WorkspaceID: "ops"}, nil, nil)
 	if err != nil {
 		return err

@@ -1,5 +1,5 @@
 // Package dispatcherfix is shared by the dispatcher tests and by the other test rooms under
-// tests/ that run a dispatcher. Helpers of the dispatcher tests (internal/dispatcher,
+// tests/ that run a dispatcher. Helpers of the dispatcher tests (dispatcher,
 // cmd/dispatcher): a fresh database with the reference release, a dispatcher running in this
 // process as outbox_dispatcher, and a small fake consumer that builds valid receipts and
 // ActiveConsumerAck@1 documents per the contract (R-AK-1, R-AK-1a).
@@ -23,13 +23,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/oceanway/pgoutbox/dispatcher"
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/config"
-	"github.com/oceanway/pgoutbox/internal/dispatcher"
 	"github.com/oceanway/pgoutbox/internal/metrics"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
-	"github.com/oceanway/pgoutbox/internal/transport"
+	"github.com/oceanway/pgoutbox/transport"
 	"github.com/oceanway/pgoutbox/wire"
 )
 

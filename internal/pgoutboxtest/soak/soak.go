@@ -24,13 +24,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oceanway/pgoutbox/consumer"
+	"github.com/oceanway/pgoutbox/dispatcher"
 	"github.com/oceanway/pgoutbox/internal/config"
-	"github.com/oceanway/pgoutbox/internal/dispatcher"
 	"github.com/oceanway/pgoutbox/internal/metrics"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/scenario"
-	"github.com/oceanway/pgoutbox/internal/transport"
 	"github.com/oceanway/pgoutbox/reference"
+	"github.com/oceanway/pgoutbox/transport"
 )
 
 // Transports the soak can run the dispatcher with.

@@ -13,7 +13,7 @@
 //
 // or, for a command, with the HandlerFactory argument of Process. cmd/mailboxpump and the demo
 // wire in the reference handler (reference.MailboxHandler, reference/mailbox.go).
-package mailbox
+package pump
 
 import (
 	"context"
