@@ -11,6 +11,10 @@
 //	res, err := producer.Append(ctx, tx, producer.Event{EventType: "order.placed@1", ...})
 //	if errors.Is(err, producer.ErrNotApplicable) { ... }
 //	tx.Commit(ctx) // the deferred anti-join runs here (ErrDeliverySetIncomplete)
+//
+// Trace context (SPEC R-DP-7): when ctx carries an active OpenTelemetry span, its W3C
+// traceparent/tracestate is stored beside the event (never inside the envelope or its digest)
+// and travels to the consumers as headers; without one nothing is sent (package tracing).
 package producer
 
 import (
@@ -25,6 +29,7 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
+	"github.com/oceanway/pgoutbox/tracing"
 	"github.com/oceanway/pgoutbox/wire"
 )
 
@@ -112,7 +117,9 @@ func Envelope(ev Event) (json.RawMessage, string, error) {
 func Append(ctx context.Context, db DBTX, ev Event) (Result, error) {
 	if c, ok := canonicalEnvelope(ev); ok {
 		text, digest := string(c), canon.SumHex(c)
-		r, err := pgcall.AppendEvent(ctx, db, pgcall.AppendParams{Event: c, CanonicalText: &text, EnvelopeSHA256: &digest})
+		tp, ts := tracing.FromContext(ctx)
+		r, err := pgcall.AppendEvent(ctx, db, pgcall.AppendParams{Event: c, CanonicalText: &text, EnvelopeSHA256: &digest,
+			TraceParent: tp, TraceState: ts})
 		if err != nil {
 			return Result{}, err
 		}
@@ -134,7 +141,9 @@ func AppendDocument(ctx context.Context, db DBTX, doc json.RawMessage) (Result, 
 		return Result{}, err
 	}
 	text := string(c)
-	r, err := pgcall.AppendEvent(ctx, db, pgcall.AppendParams{Event: c, CanonicalText: &text, EnvelopeSHA256: &digest})
+	tp, ts := tracing.FromContext(ctx)
+	r, err := pgcall.AppendEvent(ctx, db, pgcall.AppendParams{Event: c, CanonicalText: &text, EnvelopeSHA256: &digest,
+		TraceParent: tp, TraceState: ts})
 	if err != nil {
 		return Result{}, err
 	}
@@ -174,7 +183,9 @@ func AppendMany(ctx context.Context, db DBTX, evs []Event) ([]Result, error) {
 		texts[i], digests[i] = &text, &digest
 	}
 	events = append(events, ']')
-	rs, err := pgcall.AppendEvents(ctx, db, pgcall.AppendEventsParams{Events: events, CanonicalTexts: texts, EnvelopeSHA256s: digests})
+	tp, ts := tracing.FromContext(ctx)
+	rs, err := pgcall.AppendEvents(ctx, db, pgcall.AppendEventsParams{Events: events, CanonicalTexts: texts, EnvelopeSHA256s: digests,
+		TraceParent: tp, TraceState: ts})
 	if err != nil {
 		return nil, err
 	}

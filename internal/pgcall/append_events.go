@@ -13,16 +13,20 @@ type AppendEventsParams struct {
 	Events          json.RawMessage
 	CanonicalTexts  []*string
 	EnvelopeSHA256s []*string
+	// TraceParent and TraceState are the optional W3C trace context of the call, stored beside
+	// each event it appends (R-DP-7); "" sends NULL. Never part of an envelope or its digest.
+	TraceParent, TraceState string
 }
 
 const appendEventsSQL = `SELECT event_id::text, event_envelope_sha256, delivery_count
-FROM outbox.append_events($1::json, $2::text[], $3::text[])`
+FROM outbox.append_events($1::json, $2::text[], $3::text[], $4::text, $5::text)`
 
 // AppendEvents calls outbox.append_events inside the caller's transaction and returns one row
 // per element, in input order. Any invalid element fails the whole call (OB103, OB105, OB201).
 // Caller role: outbox_producer.
 func AppendEvents(ctx context.Context, db DBTX, p AppendEventsParams) ([]AppendResult, error) {
-	rows, err := db.Query(ctx, appendEventsSQL, string(p.Events), p.CanonicalTexts, p.EnvelopeSHA256s)
+	rows, err := db.Query(ctx, appendEventsSQL, string(p.Events), p.CanonicalTexts, p.EnvelopeSHA256s,
+		nullText(p.TraceParent), nullText(p.TraceState))
 	if err != nil {
 		return nil, interpretError("append events", err)
 	}

@@ -33,6 +33,9 @@ type ClaimedDelivery struct {
 	// EventEnvelope holds these same bytes and sha256(EventEnvelopeCanonical) is the whole
 	// proof a dispatcher needs (P-5: no re-canonicalization).
 	EventEnvelopeCanonical []byte
+	// TraceParent and TraceState are the W3C trace context stored beside the event at append
+	// (R-DP-7); "" when none.
+	TraceParent, TraceState string
 }
 
 const claimDeliveriesSQL = `SELECT destination, consumer_name, event_id::text, attempt_id::text, lease_token::text,
@@ -40,7 +43,7 @@ const claimDeliveriesSQL = `SELECT destination, consumer_name, event_id::text, a
        required_projection_name, required_projection_version,
        CASE WHEN event_envelope_canonical IS NULL THEN event_envelope::text END,
        event_envelope_digest_algorithm_version, event_envelope_sha256, event_type, event_schema_version,
-       event_envelope_canonical
+       event_envelope_canonical, coalesce(traceparent, ''), coalesce(tracestate, '')
 FROM outbox.claim_deliveries($1::text, $2::text[], $3::int, $4::interval, 'canonical')`
 
 // intervalString renders d as a PostgreSQL interval literal with microsecond precision.
@@ -66,7 +69,8 @@ func ClaimDeliveries(ctx context.Context, db DBTX, p ClaimParams) ([]ClaimedDeli
 		if err := rows.Scan(&c.Destination, &c.ConsumerName, &c.EventID, &c.AttemptID, &c.LeaseToken,
 			&c.LeaseExpiresAt, &attemptNumber, &c.ExpectedReceiptType, &schemaVersion,
 			&c.RequiredProjectionName, &projVersion, &env,
-			&c.EventEnvelopeDigestAlgorithmVersion, &c.EventEnvelopeSHA256, &c.EventType, &c.EventSchemaVersion, &canonical); err != nil {
+			&c.EventEnvelopeDigestAlgorithmVersion, &c.EventEnvelopeSHA256, &c.EventType, &c.EventSchemaVersion, &canonical,
+			&c.TraceParent, &c.TraceState); err != nil {
 			return nil, interpretError("claim deliveries", err)
 		}
 		c.AttemptNumber = int(attemptNumber)

@@ -181,7 +181,7 @@ func Load(ctx context.Context, db pgcall.DBTX) (Status, error) {
 
 // writeFunctions are kernel functions an auditor-only session must not be able to execute.
 var writeFunctions = []string{
-	"outbox.append_events(json,text[],text[])", "outbox.ack_deliveries(json)", "outbox.claim_deliveries(text,text[],integer,interval,text)",
+	"outbox.append_events(json,text[],text[],text,text)", "outbox.ack_deliveries(json)", "outbox.claim_deliveries(text,text[],integer,interval,text)",
 	"outbox.redeliver_quarantined(text,uuid,text,text,text)", "outbox.archive_events(interval,integer)",
 	"outbox.register_delivery_set(json,text)", "inbox.record_receipt(text,text,integer,json,json,text,uuid)",
 	"outbox.register_projection_version(text,integer,text)", "outbox.start_shadow_build(text,integer)", "outbox.claim_rebuild_sources(uuid,uuid,integer)",

@@ -434,7 +434,7 @@ func TestAppendEventsGrants(t *testing.T) {
 	var secdef bool
 	var config string
 	if err := b.admin.QueryRow(ctx, `SELECT prosecdef, array_to_string(proconfig, ';') FROM pg_proc
-		WHERE oid = 'outbox.append_events(json,text[],text[])'::regprocedure`).Scan(&secdef, &config); err != nil {
+		WHERE oid = 'outbox.append_events(json,text[],text[],text,text)'::regprocedure`).Scan(&secdef, &config); err != nil {
 		t.Fatal(err)
 	}
 	// enable_seqscan and jit off, generic plans: SPEC §12a HP-3, HP-4 (the function's header)

@@ -1,5 +1,6 @@
 -- outbox.append_events(events json, canonical_texts text[] DEFAULT NULL,
---                      event_envelope_sha256s text[] DEFAULT NULL)
+--                      event_envelope_sha256s text[] DEFAULT NULL,
+--                      traceparent text DEFAULT NULL, tracestate text DEFAULT NULL)
 --   RETURNS TABLE (event_id uuid, event_envelope_sha256 text, delivery_count int)
 --   (public, SPEC §3.2, §13, R-AP-1..7, R-AK-9, D-2, D-3; HP-1..4)
 -- Purpose: append many EventEnvelope@1 objects inside the caller's business transaction with
@@ -7,12 +8,18 @@
 --   and digest rules (outbox._append_validate), the active definition's quartet frozen, one pending
 --   delivery per mandatory member, idempotent re-append of the same digest. One row per element,
 --   in input order. The deferred constraint triggers prove every delivery set at COMMIT (R-AP-5).
+-- Trace context (R-DP-7): traceparent/tracestate, when given, are the W3C Trace Context of the
+--   caller's request (the producer library takes them from its context.Context); they are stored
+--   beside each event this call appends (outbox_events.traceparent/tracestate), never inside the
+--   digested envelope, so digests, receipts and the wire body do not change. A re-append of an
+--   existing event keeps the context stored first. Checked by outbox._trace_context_problem
+--   before anything is written: an invalid one raises 22023. An empty tracestate is stored NULL.
 -- Raises (any invalid element fails the whole call): OB103 no active definition / pair not
 --   applicable / no mandatory member; OB105 envelope invalid, eventId reused with other content
 --   or archived; OB201 not canonicalizable.
 -- Design notes (hot-path predicate, plans, locking): docs/contract.md#outboxappend_events
 -- Caller: outbox_producer.
-CREATE OR REPLACE FUNCTION outbox.append_events(p_events json, p_canonical_texts text[] DEFAULT NULL::text[], p_event_envelope_sha256s text[] DEFAULT NULL::text[])
+CREATE OR REPLACE FUNCTION outbox.append_events(p_events json, p_canonical_texts text[] DEFAULT NULL::text[], p_event_envelope_sha256s text[] DEFAULT NULL::text[], p_traceparent text DEFAULT NULL::text, p_tracestate text DEFAULT NULL::text)
  RETURNS TABLE(event_id uuid, event_envelope_sha256 text, delivery_count integer)
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -25,7 +32,16 @@ AS $function$
 DECLARE
     v_count     integer;
     v_max_bytes bigint;
+    v_trace     text;
 BEGIN
+    IF p_traceparent IS NOT NULL OR p_tracestate IS NOT NULL THEN
+        v_trace := outbox._trace_context_problem(p_traceparent, p_tracestate);
+        IF v_trace IS NOT NULL THEN
+            RAISE EXCEPTION 'append events: invalid trace context'
+                USING ERRCODE = 'invalid_parameter_value', DETAIL = v_trace,
+                      HINT = 'pass a W3C traceparent (and optionally tracestate), or NULL for none';
+        END IF;
+    END IF;
     IF p_events IS NULL THEN
         PERFORM outbox._envelope_fail('events is NULL');
     END IF;
@@ -322,12 +338,14 @@ BEGIN
              delivery_set_definition_digest_algorithm_version, delivery_set_definition_digest,
              aggregate_id, aggregate_revision, tenant_kind, tenant_id, workspace_id, project_id,
              correlation_id, causation_id, operation_id, event_payload,
-             event_envelope_digest_algorithm_version, event_envelope_sha256, occurred_at, event_envelope_canonical)
+             event_envelope_digest_algorithm_version, event_envelope_sha256, occurred_at, event_envelope_canonical,
+             traceparent, tracestate)
         SELECT f.event_id, f.event_type, f.schema_version, f.delivery_set_version, f.definition_schema_version,
                f.digest_algorithm_version, f.definition_digest,
                f.aggregate_id, f.aggregate_revision, f.tenant_kind, f.tenant_id, f.workspace_id, f.project_id,
                f.correlation_id, f.causation_id, f.operation_id, f.event_payload,
-               'jcs-sha256-v1', f.event_envelope_sha256, f.occurred_at, f.event_envelope_canonical
+               'jcs-sha256-v1', f.event_envelope_sha256, f.occurred_at, f.event_envelope_canonical,
+               p_traceparent, NULLIF(p_tracestate, '')
           FROM fresh f
         RETURNING outbox_events.event_id
     ), inserted_deliveries AS (
@@ -359,8 +377,8 @@ BEGIN
 END
 $function$;
 
-COMMENT ON FUNCTION outbox.append_events(json, text[], text[]) IS
-    'Append many EventEnvelope@1 objects (a JSON array) with the rules of append_event, set-based; rows in input order (SPEC §3.2, §13, R-AK-9, D-2). Raises OB103, OB105, OB201. Caller: outbox_producer.';
+COMMENT ON FUNCTION outbox.append_events(json, text[], text[], text, text) IS
+    'Append many EventEnvelope@1 objects (a JSON array) with the rules of append_event, set-based; rows in input order; optional W3C trace context stored beside the events (SPEC §3.2, §13, R-AK-9, R-DP-7, D-2). Raises OB103, OB105, OB201, 22023. Caller: outbox_producer.';
 
-REVOKE ALL ON FUNCTION outbox.append_events(json, text[], text[]) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION outbox.append_events(json, text[], text[]) TO outbox_producer;
+REVOKE ALL ON FUNCTION outbox.append_events(json, text[], text[], text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION outbox.append_events(json, text[], text[], text, text) TO outbox_producer;

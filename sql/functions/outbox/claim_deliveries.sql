@@ -1,18 +1,21 @@
 -- outbox.claim_deliveries(p_worker text, p_destinations text[], p_batch_size integer, p_lease interval)
 -- RETURNS TABLE(destination, consumer_name, event_id, attempt_id, lease_token, lease_expires_at, ...,
---   event_envelope jsonb, event_envelope_sha256, event_envelope_canonical)  (columns: see CREATE below)
+--   event_envelope jsonb, event_envelope_sha256, event_envelope_canonical, traceparent, tracestate)
+--   (columns: see CREATE below)
 --   (public, SPEC R-CL-1, R-CL-2, R-CL-5, R-CL-6, R-CL-7, R-PV-2, §13; HP-1, HP-3)
 -- Purpose: lease up to p_batch_size claimable deliveries (pending, available_at <= now) of the given
 --   destinations to p_worker, in (available_at, created_at, event_id) order, after a bounded
 --   recovery of expired leases; per-aggregate ordering and claim pauses respected; O(batch), never
 --   O(backlog). event_envelope_canonical is the verified canonical text (send it as is, P-5).
+-- traceparent/tracestate: the W3C trace context stored beside the event at append (R-DP-7), NULL
+--   when none; the dispatcher sends it as headers and links its delivery span to it.
 -- Time: clock_timestamp() once per call. Run it in its own short transaction (R-CL-5).
 -- SQLSTATEs: 22023 invalid_parameter_value for a worker that is not a literal, an empty/NULL or
 --   unregistered destination, a batch size outside 1..1000, a lease outside 1 second..1 hour.
 -- Design notes (steps, plans, locking): docs/performance-notes.md#outboxclaim_deliveries
 -- Caller: outbox_dispatcher.
 CREATE OR REPLACE FUNCTION outbox.claim_deliveries(p_worker text, p_destinations text[], p_batch_size integer, p_lease interval, p_envelope text DEFAULT 'jsonb'::text)
- RETURNS TABLE(destination text, consumer_name text, event_id uuid, attempt_id uuid, lease_token uuid, lease_expires_at timestamp with time zone, attempt_number integer, expected_receipt_type text, expected_receipt_schema_version integer, required_projection_name text, required_projection_version integer, event_envelope jsonb, event_envelope_digest_algorithm_version text, event_envelope_sha256 text, event_type text, event_schema_version text, event_envelope_canonical text)
+ RETURNS TABLE(destination text, consumer_name text, event_id uuid, attempt_id uuid, lease_token uuid, lease_expires_at timestamp with time zone, attempt_number integer, expected_receipt_type text, expected_receipt_schema_version integer, required_projection_name text, required_projection_version integer, event_envelope jsonb, event_envelope_digest_algorithm_version text, event_envelope_sha256 text, event_type text, event_schema_version text, event_envelope_canonical text, traceparent text, tracestate text)
  LANGUAGE plpgsql
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -157,7 +160,7 @@ BEGIN
            c.c_receipt_version, c.c_projection_name,
            c.c_projection_version, ev.envelope,
            ev.event_envelope_digest_algorithm_version, ev.event_envelope_sha256,
-           ev.event_type, ev.schema_version, ev.canonical
+           ev.event_type, ev.schema_version, ev.canonical, ev.traceparent, ev.tracestate
       FROM claimed AS c
      CROSS JOIN LATERAL (
             SELECT CASE WHEN e.event_envelope_canonical IS NULL THEN outbox._event_envelope(e)
@@ -165,7 +168,7 @@ BEGIN
                         ELSE e.event_envelope_canonical::jsonb END AS envelope,
                    e.event_envelope_digest_algorithm_version,
                    e.event_envelope_sha256, e.event_type, e.schema_version,
-                   e.event_envelope_canonical AS canonical
+                   e.event_envelope_canonical AS canonical, e.traceparent, e.tracestate
               FROM outbox.outbox_events AS e
              WHERE e.event_id = c.c_event_id
              LIMIT 1

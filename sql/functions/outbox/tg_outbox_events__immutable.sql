@@ -13,14 +13,16 @@ BEGIN
             NEW.delivery_set_definition_digest, NEW.aggregate_id, NEW.aggregate_revision, NEW.tenant_kind,
             NEW.tenant_id, NEW.workspace_id, NEW.project_id, NEW.correlation_id, NEW.causation_id,
             NEW.operation_id, NEW.event_payload, NEW.event_envelope_digest_algorithm_version,
-            NEW.event_envelope_sha256, NEW.occurred_at, NEW.created_at, NEW.event_envelope_canonical)
+            NEW.event_envelope_sha256, NEW.occurred_at, NEW.created_at, NEW.event_envelope_canonical,
+            NEW.traceparent, NEW.tracestate)
            IS DISTINCT FROM
            (OLD.event_id, OLD.event_type, OLD.schema_version, OLD.delivery_set_version,
             OLD.delivery_set_definition_schema_version, OLD.delivery_set_definition_digest_algorithm_version,
             OLD.delivery_set_definition_digest, OLD.aggregate_id, OLD.aggregate_revision, OLD.tenant_kind,
             OLD.tenant_id, OLD.workspace_id, OLD.project_id, OLD.correlation_id, OLD.causation_id,
             OLD.operation_id, OLD.event_payload, OLD.event_envelope_digest_algorithm_version,
-            OLD.event_envelope_sha256, OLD.occurred_at, OLD.created_at, OLD.event_envelope_canonical) THEN
+            OLD.event_envelope_sha256, OLD.occurred_at, OLD.created_at, OLD.event_envelope_canonical,
+            OLD.traceparent, OLD.tracestate) THEN
             RAISE EXCEPTION 'immutability violation: event columns never change'
                 USING ERRCODE = 'OB202', DETAIL = format('event %s', OLD.event_id);
         END IF;
