@@ -108,17 +108,21 @@ func (c *Consumer) check(d wire.Delivery) (Event, wire.Result, bool) {
 	if d.EnvelopeSHA256 == "" {
 		return Event{}, nonRetryable(CodeEnvelopeInvalid, "missing_digest"), false
 	}
-	// R-CO-1 / D-2: the kit computes the digest itself; it never trusts the claimed one.
-	canonical, err := canon.Canonicalize(d.Envelope)
-	if err != nil {
-		return Event{}, nonRetryable(CodeEnvelopeInvalid, "not_canonicalizable"), false
-	}
-	sha, err := canon.SHA256Hex(canonical)
-	if err != nil {
-		return Event{}, nonRetryable(CodeEnvelopeInvalid, "not_canonicalizable"), false
-	}
+	// R-CO-1 / D-2: the kit computes the digest itself; it never trusts the claimed one. Hot
+	// path (issue 36): the dispatcher sends the envelope's canonical bytes, whose canonical form
+	// the producer's database verified when the event was appended; when sha256 of the bytes is
+	// the claimed digest, the bytes are those canonical bytes and nothing is canonicalized
+	// again. Otherwise (a sender that does not send canonical bytes, or a wrong digest) the
+	// envelope is canonicalized and its jcs-sha256-v1 compared, as before.
+	canonical, sha := d.Envelope, canon.SumHex(d.Envelope)
 	if sha != d.EnvelopeSHA256 {
-		return Event{}, nonRetryable(CodeDigestConflict, "envelope_sha256"), false
+		var err error
+		if canonical, sha, err = canon.CanonicalizeDigest(d.Envelope); err != nil {
+			return Event{}, nonRetryable(CodeEnvelopeInvalid, "not_canonicalizable"), false
+		}
+		if sha != d.EnvelopeSHA256 {
+			return Event{}, nonRetryable(CodeDigestConflict, "envelope_sha256"), false
+		}
 	}
 	ev, err := parseEnvelope(canonical)
 	if err != nil {

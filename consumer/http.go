@@ -60,7 +60,7 @@ func (c *Consumer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	res, _ := c.Deliver(r.Context(), d)
 	switch res.Status {
 	case wire.Acknowledged:
-		writeJSON(w, http.StatusOK, wire.HTTPSuccessBody{Ack: res.Ack, Receipt: res.Receipt})
+		writeSuccess(w, res.Ack, res.Receipt)
 	case wire.NonRetryable:
 		status := http.StatusUnprocessableEntity
 		if res.Code == CodeReceiptConflict {
@@ -492,6 +492,19 @@ func decimal(v string) (int, bool) {
 	}
 	n, err := strconv.Atoi(v)
 	return n, err == nil
+}
+
+// writeSuccess answers 200 wire.HTTPSuccessBody: the ack and the receipt are canonical JSON
+// (built once by the kit, or read back from the inbox and parsed), so they are written as they
+// are - the same bytes writeJSON would produce, without re-encoding them.
+func writeSuccess(w http.ResponseWriter, ack, rcpt json.RawMessage) {
+	buf := make([]byte, 0, len(ack)+len(rcpt)+24)
+	buf = append(append(append(buf, `{"ack":`...), ack...), `,"receipt":`...)
+	buf = append(append(buf, rcpt...), "}\n"...)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(buf)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

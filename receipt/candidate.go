@@ -37,7 +37,17 @@ func (cat *Catalog) DigestCandidate(receipt []byte) (Kind, []byte, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	info := r.Info
+	cand, err := candidateOf(c, r.Info)
+	return r.Kind, cand, err
+}
+
+// candidateOf cuts <prefix>Ref, <prefix>Digest and the time field out of the canonical receipt
+// text c: the canonical text of its digest candidate.
+func candidateOf(c []byte, info Info) ([]byte, error) {
+	members, err := topMembers(c)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]byte, 0, len(c))
 	out = append(out, '{')
 	for _, mb := range members {
@@ -49,7 +59,7 @@ func (cat *Catalog) DigestCandidate(receipt []byte) (Kind, []byte, error) {
 		}
 		out = append(out, c[mb.start:mb.end]...)
 	}
-	return info.Kind, append(out, '}'), nil
+	return append(out, '}'), nil
 }
 
 // member is one top-level member of a canonical JSON object: its decoded key and the span

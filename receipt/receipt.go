@@ -358,6 +358,9 @@ func (c *Catalog) Build(kind Kind, p Params) (Document, error) {
 	}
 	doc[info.SchemaVersionField()] = info.SchemaVersion
 	doc[info.AlgorithmField()] = DigestAlgorithm
+	if d, ok := c.buildFast(r, doc, ref, FormatTime(t)); ok {
+		return d, nil
+	}
 	digest, err := canon.Digest(doc) // the candidate: no ref, no digest, no time yet
 	if err != nil {
 		return Document{}, invalid("candidate: %v", err)
@@ -527,15 +530,23 @@ func (c *Catalog) Parse(receipt []byte) (Document, error) {
 	if !ok || !hexRE.MatchString(digest) {
 		return Document{}, invalid("%s must be 64 lower-case hex digits", info.DigestField())
 	}
-	cand, err := candidate(m, info)
+	// cb is canonical: the candidate is cb with three members cut out, the ack is written from
+	// the members' canonical values (no further canonicalization, issue 36 item 2).
+	cand, err := candidateOf(cb, info)
 	if err != nil {
 		return Document{}, err
 	}
 	if want := canon.SumHex(cand); want != digest {
 		return Document{}, fmt.Errorf("%w: %s is %s, jcs-sha256-v1 of the candidate is %s", ErrDigestMismatch, info.DigestField(), digest, want)
 	}
-	ack, err := ackOf(m, info)
-	if err != nil {
+	var ack json.RawMessage
+	if asciiName(info.Prefix) && asciiName(string(info.Kind)) {
+		vals := make(map[string][]byte, 8)
+		for k, v := range m {
+			vals[k] = v
+		}
+		ack = ackFromValues(vals, info)
+	} else if ack, err = ackOf(m, info); err != nil {
 		return Document{}, err
 	}
 	return Document{Kind: info.Kind, Ref: ref, Digest: digest, Receipt: cb, Ack: ack, Candidate: cand}, nil

@@ -166,9 +166,23 @@ GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA %[1]s TO %[2]s;`, schema, r
 	return nil
 }
 
-// Config returns the kit configuration of this consumer over pool; the caller adds
-// authentication (HMACSecret/BearerToken), Role, Logger and limits.
+// Config returns the kit configuration of this consumer over pool, in its documented default
+// form: a consumer that only writes (the three recorders) applies through consumer.Config.Mutate
+// — one database round trip per delivery, so pool must also be a consumer.Batcher (a
+// *pgxpool.Pool) — and the operations projector, which reads while it applies, through Apply.
+// The caller adds authentication (HMACSecret/BearerToken), Role, Logger and limits.
 func (s Spec) Config(pool consumer.TxBeginner) consumer.Config {
+	cfg := s.ApplyConfig(pool)
+	if s.mutate != nil {
+		cfg.Apply, cfg.Mutate = nil, s.mutate(s, pgx.Identifier{s.Schema}.Sanitize())
+	}
+	return cfg
+}
+
+// ApplyConfig is Config with the consumer's Apply form for every consumer (a transaction the kit
+// opens, several round trips per delivery): for a caller that wraps Apply, dual-applies or
+// rebuilds a projection (those run on the Apply path only).
+func (s Spec) ApplyConfig(pool consumer.TxBeginner) consumer.Config {
 	return consumer.Config{
 		Pool: pool, Destination: s.Destination, ConsumerName: s.ConsumerName, ReceiptKind: s.Kind,
 		ProjectionName: s.ProjectionName, ProjectionVersion: s.ProjectionVersion,
@@ -180,16 +194,10 @@ func (s Spec) Config(pool consumer.TxBeginner) consumer.Config {
 // OneRoundTrip reports whether this consumer has a Mutate form (its application only writes).
 func (s Spec) OneRoundTrip() bool { return s.mutate != nil }
 
-// MutateConfig is Config with the consumer's Mutate form instead of Apply (one database round
-// trip per delivery, consumer.MutateFunc); pool must also be a consumer.Batcher. Consumers
-// without a Mutate form (the operations projector reads while it applies) get Config's Apply.
-func (s Spec) MutateConfig(pool consumer.TxBeginner) consumer.Config {
-	cfg := s.Config(pool)
-	if s.mutate != nil {
-		cfg.Apply, cfg.Mutate = nil, s.mutate(s, pgx.Identifier{s.Schema}.Sanitize())
-	}
-	return cfg
-}
+// MutateConfig is Config (the Mutate form where the consumer has one).
+//
+// Deprecated: Config is the one-round-trip form now; use Config.
+func (s Spec) MutateConfig(pool consumer.TxBeginner) consumer.Config { return s.Config(pool) }
 
 // New returns the kit for this consumer over pool (which loads the receipt catalog from the
 // database); edit (optional) adjusts the configuration first (authentication, Role, Logger,

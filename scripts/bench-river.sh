@@ -31,6 +31,7 @@ mkdir -p "$top/bin"
 echo "bench-river: building bench/river (River module) and bench/outboxbench" >&2
 (cd "$top/bench/river" && GOWORK=off go mod download && GOWORK=off go build -o "$top/bin/riverbench" ./cmd/riverbench)
 (cd "$top" && go build -tags bench -o "$top/bin/outboxbench" ./bench/outboxbench)
+(cd "$top" && go build -o "$top/bin/dispatcher" ./cmd/dispatcher) # P-3 runs the real dispatcher binary
 
 cpu=$(grep -m1 '^model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//' || true)
 {
@@ -46,7 +47,7 @@ step() { # step ROUND CMD -server URL -mode MODE ...: one measurement, its lines
   grep -q '^RESULT ' <<<"$res" || { echo "bench-river: no RESULT line: $*" >&2; exit 1; }
   # round=R right after "<system> <mode>" (keys are read anywhere in the line; STMT lines end
   # with their query text)
-  grep -E '^(RESULT|BUDGET|STMT|FUNC) ' <<<"$res" | sed -E "s/^((RESULT|BUDGET|STMT|FUNC) [^ ]+ [^ ]+)/\1 round=$r/" >> "$out"
+  grep -E '^(RESULT|BUDGET|STMT|CSTMT|FUNC) ' <<<"$res" | sed -E "s/^((RESULT|BUDGET|STMT|CSTMT|FUNC) [^ ]+ [^ ]+)/\1 round=$r/" >> "$out"
   grep '^RESULT ' <<<"$res" >&2
 }
 

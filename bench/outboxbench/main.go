@@ -62,6 +62,7 @@ type options struct {
 	// p3 / p3c
 	concurrency, prefetch, dbConns, consumerConns int
 	cpuProfile                                    string
+	dispatcherBin                                 string
 	flush                                         time.Duration
 }
 
@@ -87,7 +88,8 @@ func main() {
 	flag.IntVar(&o.dbConns, "db-conns", 16, "p3/p3c: the dispatcher's db_max_conns")
 	flag.IntVar(&o.consumerConns, "consumer-conns", 16, "p3/p3c: connections of the consumer kit's pool")
 	flag.DurationVar(&o.flush, "flush", 2*time.Millisecond, "p3/p3c: the dispatcher's outcome_flush_interval")
-	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "p3/p3c: write a Go CPU profile of the measured phase (dispatcher + consumer kit) to this file")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "p3/p3c: write a Go CPU profile of the measured phase of this process (the consumer kit and its HTTP server; the dispatcher is its own process) to this file")
+	flag.StringVar(&o.dispatcherBin, "dispatcher", "", "p3/p3c: the dispatcher binary (cmd/dispatcher); default: bin/dispatcher next to this binary, else dispatcher on PATH")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -2,21 +2,26 @@
 
 package main
 
-// -mode p3 / p3c (SPEC §12a P-3, issue 21 item 3): end to end over HTTP, the same work as
-// riverbench -mode p3 / p3c - a call to a consumer that writes in its own database - with the
-// real pipeline: the dispatcher (dispatcher, the loop cmd/dispatcher runs, with the
-// HTTP transport, HMAC-signed) delivering to the consumer kit (consumer package, the
-// metering_input_processor reference consumer) served over loopback HTTP in this process,
-// which records the receipt and the consumer's effect in a database of its own
-// (<db>_consumer, migrated like any consumer database). p3: the n events are appended first
-// (not timed); p3c: -producers append them in transactions of -tx while the dispatcher runs.
-// The rate is taken from the dispatcher's start to the n-th acknowledged delivery (its
-// acks_total counter), and the run checks that every event is published and applied exactly
-// once. -cpuprofile writes a Go CPU profile of the measured phase (dispatcher and consumer kit
-// share this process); CSTMT lines are the consumer database's top statements
+// -mode p3 / p3c (SPEC §12a P-3, issue 21 item 3, issue 36 items 4 and 5): end to end over HTTP,
+// the same work as riverbench -mode p3 / p3c - a call to a consumer that writes in its own
+// database - with the product as users run it: the real dispatcher binary (cmd/dispatcher, -dispatcher,
+// configured by a TOML file like docs/dispatcher.example.toml: HTTP transport, v1 HMAC
+// signature, production mode) delivering to the consumer kit (consumer package, the
+// metering_input_processor reference consumer built by reference.Spec.New: its documented
+// default, the one-round-trip Mutate path) served over loopback HTTP by this process, which
+// records the receipt and the consumer's effect in a database of its own (<db>_consumer,
+// migrated like any consumer database). p3: the n events are appended first (not timed); p3c:
+// -producers append them in transactions of -tx while the dispatcher runs. The rate is taken
+// from the dispatcher's start to the n-th acknowledged delivery (its acks_total counter, read
+// from its /metrics), and the run checks that every event is published and applied exactly once.
+// P-5: the Go CPU per delivery of each side - the dispatcher process's (its
+// process_cpu_seconds_total) and this process's (getrusage: the consumer kit and its HTTP server,
+// plus the p3c producers) over the measured phase. -cpuprofile writes a Go CPU profile of this
+// process (the consumer side); CSTMT lines are the consumer database's top statements
 // (pg_stat_statements), as STMT lines are the producer's.
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -25,30 +30,143 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/oceanway/pgoutbox/consumer"
-	"github.com/oceanway/pgoutbox/dispatcher"
-	"github.com/oceanway/pgoutbox/internal/config"
-	"github.com/oceanway/pgoutbox/internal/metrics"
 	"github.com/oceanway/pgoutbox/internal/migrate"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/reference"
-	"github.com/oceanway/pgoutbox/transport"
 )
 
 const p3Secret = "outboxbench-p3-secret-0123456789"
+
+// p3SecretEnv is the environment variable the dispatcher's configuration names (secret_env).
+const p3SecretEnv = "OUTBOXBENCH_P3_SECRET"
+
+// dispatcherTOML is the dispatcher's configuration file for one P-3 run.
+func dispatcherTOML(o options, metricsAddr, url string) string {
+	return fmt.Sprintf(`# outboxbench -mode %[1]s: the dispatcher as a user runs it (docs/dispatcher.md)
+mode = "production"
+worker_name = "outboxbench-p3"
+batch_size = %[2]d
+concurrency = %[3]d
+prefetch = %[4]d
+lease = "1m"
+lease_renewal = true
+poll_interval = "100ms"
+outcome_flush_interval = "%[5]s"
+db_max_conns = %[6]d
+database_role = "outbox_dispatcher"
+metrics_address = "%[7]s"
+log_level = "warn"
+
+[destinations.%[8]s]
+transport = "http"
+url = "%[9]s"
+auth = "hmac"
+secret_env = "%[10]s"
+timeout = "10s"
+max_response_bytes = 1048576
+`, o.mode, o.batch, o.concurrency, o.prefetch, o.flush, o.dbConns, metricsAddr, destination, url, p3SecretEnv)
+}
+
+// dispatcherBinary is -dispatcher, else the dispatcher built next to this binary (bin/), else
+// one on PATH.
+func dispatcherBinary(o options) (string, error) {
+	if o.dispatcherBin != "" {
+		return o.dispatcherBin, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		if p := filepath.Join(filepath.Dir(exe), "dispatcher"); fileExists(p) {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("dispatcher")
+	if err != nil {
+		return "", errors.New("no dispatcher binary: go build -o bin/dispatcher ./cmd/dispatcher, or pass -dispatcher")
+	}
+	return p, nil
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+// freeAddr returns a loopback host:port nobody listens on right now.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// scrape reads the dispatcher's /metrics: every sample's value summed per metric name, with the
+// labels in want (name{label="value"}) filtering where given.
+func scrape(ctx context.Context, client *http.Client, addr string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("/metrics: %s", resp.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		sp := strings.LastIndexByte(line, ' ')
+		if sp < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[sp+1:], 64)
+		if err != nil {
+			continue
+		}
+		key := line[:sp]
+		name := key
+		if i := strings.IndexByte(key, '{'); i >= 0 {
+			name = key[:i]
+			// Keep the series of interest addressable by one label too.
+			for _, lbl := range []string{`outcome="complete"`, `outcome="ack"`, `outcome="retry"`, `outcome="quarantine"`} {
+				if strings.Contains(key, lbl) {
+					out[name+"{"+lbl+"}"] += v
+				}
+			}
+		}
+		out[name] += v
+	}
+	return out, sc.Err()
+}
+
+func cpuSelf() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 func runP3(ctx context.Context, o options, dsn string, admin *pgx.Conn, prods []*pgx.Conn) (string, error) {
 	// The consumer's own database.
@@ -79,7 +197,9 @@ func runP3(ctx context.Context, o options, dsn string, admin *pgx.Conn, prods []
 	if err := spec.Install(ctx, cpool, "outbox_consumer"); err != nil {
 		return "", err
 	}
+	var kitCfg consumer.Config
 	kit, err := spec.New(context.Background(), cpool, func(c *consumer.Config) {
+		defer func() { kitCfg = *c }()
 		c.Role = "outbox_consumer"
 		c.HMACSecret = []byte(p3Secret)
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -95,47 +215,30 @@ func runP3(ctx context.Context, o options, dsn string, admin *pgx.Conn, prods []
 	go func() { _ = srv.Serve(l) }()
 	defer srv.Close()
 
-	// The dispatcher, configured as cmd/dispatcher would be from a file.
-	cfg := config.Defaults()
-	cfg.Mode = config.ModeDevelopment
-	cfg.WorkerName = "outboxbench-p3"
-	cfg.BatchSize = o.batch
-	cfg.Concurrency = o.concurrency
-	cfg.Prefetch = o.prefetch
-	cfg.DBMaxConns = o.dbConns
-	cfg.OutcomeFlushInterval = o.flush
-	cfg.Lease = time.Minute
-	cfg.PollInterval = 100 * time.Millisecond
-	cfg.DatabaseRole = "outbox_dispatcher"
-	cfg.Destinations = map[string]config.Destination{destination: {
-		Transport: config.TransportHTTP, URL: "http://" + l.Addr().String() + "/deliver", Timeout: 10 * time.Second,
-		Auth: config.AuthHMAC, Secret: config.NewSecret([]byte(p3Secret)), MaxResponseBytes: 1 << 20,
-	}}
-	if errs := cfg.Validate(); len(errs) > 0 {
-		return "", fmt.Errorf("dispatcher config: %v", errors.Join(errs...))
-	}
-	trs, err := transport.Build(&cfg, nil)
+	// The dispatcher binary, configured from a file as a user configures it.
+	bin, err := dispatcherBinary(o)
 	if err != nil {
 		return "", err
 	}
-	pc, err := dispatcher.PoolConfig(&cfg, dsn)
+	metricsAddr, err := freeAddr()
 	if err != nil {
 		return "", err
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	dir, err := os.MkdirTemp("", "outboxbench-p3-")
 	if err != nil {
 		return "", err
 	}
-	defer pool.Close()
-	m := metrics.New()
-	d, err := dispatcher.New(pool, &cfg, dispatcher.Options{Transports: trs, Metrics: m,
-		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	defer os.RemoveAll(dir)
+	cfgPath := filepath.Join(dir, "dispatcher.toml")
+	if err := os.WriteFile(cfgPath, []byte(dispatcherTOML(o, metricsAddr, "http://"+l.Addr().String()+"/deliver")), 0o600); err != nil {
+		return "", err
+	}
+	dispatcherLog, err := os.Create(filepath.Join(dir, "dispatcher.log"))
 	if err != nil {
 		return "", err
 	}
-	if err := d.Preflight(ctx); err != nil {
-		return "", err
-	}
+	defer dispatcherLog.Close()
+	metricsClient := &http.Client{Timeout: 2 * time.Second}
 
 	if o.mode == "p3" {
 		if _, err := appendAll(ctx, prods, o); err != nil {
@@ -171,14 +274,34 @@ func runP3(ctx context.Context, o options, dsn string, admin *pgx.Conn, prods []
 		}
 		defer pprof.StopCPUProfile()
 	}
-	var ru0 runtime.MemStats
-	runtime.ReadMemStats(&ru0)
-
+	cmd := exec.Command(bin, "-config", cfgPath)
+	cmd.Env = append(os.Environ(), "PGOUTBOX_DATABASE_URL="+dsn, p3SecretEnv+"="+p3Secret)
+	cmd.Stdout, cmd.Stderr = dispatcherLog, dispatcherLog
+	cpu0 := cpuSelf()
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return "", fmt.Errorf("start %s: %w", bin, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stopped := false
+	stop := func() error { // SIGTERM: the graceful drain of R-DP-3
+		if stopped {
+			return nil
+		}
+		stopped = true
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			return err
+		case <-time.After(60 * time.Second):
+			_ = cmd.Process.Kill()
+			return errors.New("dispatcher did not drain within 60s")
+		}
+	}
+	defer func() { _ = stop() }()
 	dctx, dcancel := context.WithCancel(ctx)
 	defer dcancel()
-	start := time.Now()
-	done := make(chan error, 1)
-	go func() { done <- d.Run(dctx) }()
 	var appendDur time.Duration
 	prodDone := make(chan error, 1)
 	if o.mode == "p3c" {
@@ -190,44 +313,50 @@ func runP3(ctx context.Context, o options, dsn string, admin *pgx.Conn, prods []
 	} else {
 		prodDone <- nil
 	}
-	acks := m.Acks.WithLabelValues(destination, eventType, eventSchema, "complete")
 	var elapsed time.Duration
 	var prodErr error
-	var prodFinished atomic.Bool
+	prodFinished := false
+	var last map[string]float64
 	for {
-		if !prodFinished.Load() {
+		if !prodFinished {
 			select {
 			case prodErr = <-prodDone:
-				prodFinished.Store(true)
+				prodFinished = true
 				if prodErr != nil {
 					return "", fmt.Errorf("producers: %w", prodErr)
 				}
 			default:
 			}
 		}
-		if testutil.ToFloat64(acks) >= float64(o.n) {
-			elapsed = time.Since(start)
-			break
+		if mv, err := scrape(ctx, metricsClient, metricsAddr); err == nil {
+			last = mv
+			if mv["pgoutbox_dispatcher_acks_total{outcome=\"complete\"}"] >= float64(o.n) {
+				elapsed = time.Since(start)
+				break
+			}
 		}
 		select {
-		case err := <-done:
-			return "", fmt.Errorf("dispatcher stopped early: %v", err)
+		case err := <-exited:
+			stopped = true
+			return "", fmt.Errorf("dispatcher stopped early: %v (log: %s)", err, tail(dispatcherLog.Name()))
 		case <-ctx.Done():
-			return "", fmt.Errorf("after %.0f of %d acks: %w", testutil.ToFloat64(acks), o.n, ctx.Err())
-		case <-time.After(2 * time.Millisecond):
+			return "", fmt.Errorf("after %.0f of %d acks: %w", last["pgoutbox_dispatcher_acks_total{outcome=\"complete\"}"], o.n, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
 		}
 	}
+	consumerCPU := cpuSelf() - cpu0
 	if o.cpuProfile != "" {
 		pprof.StopCPUProfile()
 	}
-	if !prodFinished.Load() {
+	dispatcherCPU := last["process_cpu_seconds_total"]
+	if !prodFinished {
 		if err := <-prodDone; err != nil {
 			return "", fmt.Errorf("producers: %w", err)
 		}
 	}
 	dcancel()
-	if err := <-done; err != nil {
-		return "", fmt.Errorf("dispatcher drain: %w", err)
+	if err := stop(); err != nil {
+		return "", fmt.Errorf("dispatcher drain: %w (log: %s)", err, tail(dispatcherLog.Name()))
 	}
 	walPerEvent, budgetLines, err := bud.finish(ctx, admin, prods, o.mode, o.n, o.top)
 	if err != nil {
@@ -261,9 +390,12 @@ func runP3(ctx context.Context, o options, dsn string, admin *pgx.Conn, prods []
 		applied != int64(o.n) || dup != 0 {
 		return "", fmt.Errorf("incomplete run: %+v, consumer applied %d (%d more than once), want %d events", sum, applied, dup, o.n)
 	}
-	outcomeCalls := 0.0
-	for _, op := range []string{"ack", "retry", "quarantine"} {
-		outcomeCalls += histCount(m, op)
+	// The calls' counters after the drain (the last scrape before SIGTERM is close enough for
+	// the call counts; the drain only flushes what was pending).
+	outcomeCalls := last["pgoutbox_dispatcher_outcome_batch_outcomes_count"]
+	ackOutcomes, ackCalls := last["pgoutbox_dispatcher_outcome_batch_outcomes_sum{outcome=\"ack\"}"], last["pgoutbox_dispatcher_outcome_batch_outcomes_count{outcome=\"ack\"}"]
+	perDelivery := func(d time.Duration) string {
+		return strconv.FormatFloat(float64(d.Microseconds())/float64(o.n), 'f', 1, 64)
 	}
 	kv := []string{
 		"deliveries_per_sec=" + rate(int64(o.n), elapsed),
@@ -279,8 +411,14 @@ func runP3(ctx context.Context, o options, dsn string, admin *pgx.Conn, prods []
 		"outcome_flush_interval=" + o.flush.String(),
 		"db_max_conns=" + strconv.Itoa(o.dbConns),
 		"consumer_conns=" + strconv.Itoa(o.consumerConns),
-		"claim_calls=" + strconv.FormatFloat(claimCalls(m), 'f', 0, 64),
+		"claim_calls=" + strconv.FormatFloat(last["pgoutbox_dispatcher_claim_calls_total"], 'f', 0, 64),
 		"outcome_calls=" + strconv.FormatFloat(outcomeCalls, 'f', 0, 64),
+		"ack_calls=" + strconv.FormatFloat(ackCalls, 'f', 0, 64),
+		"acks_per_call=" + strconv.FormatFloat(ackOutcomes/max(ackCalls, 1), 'f', 1, 64),
+		"dispatcher_cpu_us_per_delivery=" + perDelivery(time.Duration(dispatcherCPU*float64(time.Second))),
+		"consumer_cpu_us_per_delivery=" + perDelivery(consumerCPU),
+		"dispatcher=" + filepath.Base(bin),
+		"consumer_path=" + consumerPath(kitCfg),
 		"gomaxprocs=" + strconv.Itoa(runtime.GOMAXPROCS(0)),
 		"wal_bytes_per_event=" + strconv.FormatFloat(walPerEvent, 'f', 0, 64),
 		"budget=" + strconv.FormatBool(o.budget),
@@ -292,23 +430,22 @@ func runP3(ctx context.Context, o options, dsn string, admin *pgx.Conn, prods []
 	return strings.Join(append([]string{"RESULT pgoutbox " + o.mode + " " + strings.Join(kv, " ")}, budgetLines...), "\n"), nil
 }
 
-func claimCalls(m *metrics.Metrics) float64 {
-	s := 0.0
-	for _, t := range []string{"notify", "poll", "more"} {
-		s += testutil.ToFloat64(m.ClaimCalls.WithLabelValues(t))
+// consumerPath names the kit's path: mutate (one round trip) or apply.
+func consumerPath(c consumer.Config) string {
+	if c.Mutate != nil {
+		return "mutate"
 	}
-	return s
+	return "apply"
 }
 
-// histCount is the number of observations of the outcome-batch histogram for op (= calls).
-func histCount(m *metrics.Metrics, op string) float64 {
-	pm, ok := m.OutcomeBatchSize.WithLabelValues(op).(prometheus.Metric)
-	if !ok {
-		return 0
+// tail is the end of the dispatcher's log, for an error message.
+func tail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
 	}
-	var out dto.Metric
-	if err := pm.Write(&out); err != nil || out.Histogram == nil {
-		return 0
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
 	}
-	return float64(out.Histogram.GetSampleCount())
+	return strings.TrimSpace(string(b))
 }

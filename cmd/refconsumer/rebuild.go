@@ -61,7 +61,7 @@ func runRebuild(ctx context.Context, log *slog.Logger, o serveOptions, r rebuild
 			return err
 		}
 	}
-	cfg := o.spec.Config(pool)
+	cfg := o.spec.ApplyConfig(pool) // a rebuild writes its shadow version through Apply
 	cfg.Role, cfg.BuildToken, cfg.Logger = o.role, r.buildToken, log
 	kit, err := consumer.New(ctx, cfg)
 	if err != nil {

@@ -120,9 +120,9 @@ func newServer(ctx context.Context, log *slog.Logger, opts []serveOptions) (*ser
 			return nil, err
 		}
 		gate := &gatedPool{pool: pool}
-		kc := o.spec.Config(gate)
-		if o.oneRoundTrip {
-			kc = o.spec.MutateConfig(gate) // one database round trip per delivery where the consumer only writes
+		kc := o.spec.Config(gate) // one database round trip per delivery where the consumer only writes
+		if !o.oneRoundTrip {
+			kc = o.spec.ApplyConfig(gate)
 		}
 		kc.Role = o.role
 		kc.HMACSecret = []byte(o.secret)
@@ -134,7 +134,7 @@ func newServer(ctx context.Context, log *slog.Logger, opts []serveOptions) (*ser
 		kc.UnauthenticatedReadGrace, kc.MinUnauthenticatedBodyRate, kc.UnauthenticatedStall = o.unauthGrace, o.unauthRate, o.unauthStall
 		kc.Logger = log
 		if o.dual != nil {
-			kc.DualApply = &consumer.DualTarget{ProjectionVersion: o.dual.ProjectionVersion, Apply: o.dual.Config(gate).Apply, BuildToken: o.dualToken}
+			kc.DualApply = &consumer.DualTarget{ProjectionVersion: o.dual.ProjectionVersion, Apply: o.dual.ApplyConfig(gate).Apply, BuildToken: o.dualToken}
 		}
 		// The gate is closed until the monitor's first check, so this validates the configuration
 		// and leaves the catalog (and the kit) to the monitor.

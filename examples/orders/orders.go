@@ -78,13 +78,15 @@ GRANT USAGE ON ALL SEQUENCES IN SCHEMA orders_example TO `+role); err != nil {
 }
 
 // EmailConfig is the kit configuration of order_email_sender over pool; the caller adds
-// authentication (HMACSecret or BearerToken), Role and Logger.
+// authentication (HMACSecret or BearerToken), Role and Logger. The sender only writes, so it
+// takes the kit's one-round-trip path (Config.Mutate; pool must be a *pgxpool.Pool).
 func EmailConfig(pool consumer.TxBeginner) consumer.Config {
 	return consumer.Config{Pool: pool, Destination: EmailDestination, ConsumerName: EmailConsumer,
-		ReceiptKind: EmailKind, SupportedEvents: []consumer.EventKey{OrderPlaced}, Apply: applyEmail}
+		ReceiptKind: EmailKind, SupportedEvents: []consumer.EventKey{OrderPlaced}, Mutate: mutateEmail}
 }
 
-// LedgerConfig is the kit configuration of order_ledger_writer over pool.
+// LedgerConfig is the kit configuration of order_ledger_writer over pool. The ledger reads the
+// entry id its insert generates (the receipt names it), so it runs on the Apply path.
 func LedgerConfig(pool consumer.TxBeginner) consumer.Config {
 	return consumer.Config{Pool: pool, Destination: LedgerDestination, ConsumerName: LedgerConsumer,
 		ReceiptKind: LedgerKind, SupportedEvents: []consumer.EventKey{OrderPlaced}, Apply: applyLedger}
@@ -103,17 +105,16 @@ func order(ev consumer.Event) (Order, error) {
 	return o, nil
 }
 
-// applyEmail queues the confirmation e-mail in the kit's transaction; the receipt names it.
-func applyEmail(ctx context.Context, tx pgx.Tx, ev consumer.Event) (consumer.ReceiptFields, error) {
+// mutateEmail queues the confirmation e-mail in the kit's one-round-trip chain (the same
+// transaction as the receipt); the receipt names it.
+func mutateEmail(ev consumer.Event, q *consumer.Queue) (consumer.ReceiptFields, error) {
 	o, err := order(ev)
 	if err != nil {
 		return nil, err
 	}
 	messageID := "order-confirmation:" + o.OrderID
-	if _, err := tx.Exec(ctx, `INSERT INTO orders_example.outgoing_emails (message_id, event_id, order_id, recipient, subject)
-VALUES ($1, $2::uuid, $3, $4, $5)`, messageID, ev.EventID, o.OrderID, o.CustomerEmail, "Your order "+o.OrderID); err != nil {
-		return nil, err
-	}
+	q.Exec(`INSERT INTO orders_example.outgoing_emails (message_id, event_id, order_id, recipient, subject)
+VALUES ($1::text, $2::uuid, $3::text, $4::text, $5::text)`, messageID, ev.EventID, o.OrderID, o.CustomerEmail, "Your order "+o.OrderID)
 	return consumer.ReceiptFields{"messageId": messageID}, nil
 }
 

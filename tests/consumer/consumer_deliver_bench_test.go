@@ -23,8 +23,8 @@ func BenchmarkConsumerDeliver(b *testing.B) {
 			pool := consumerfix.Setup(b).Pool
 			spec, _ := reference.Lookup(reference.MeteringInputProcessorConsumer)
 			cfg := spec.Config(pool)
-			if mode == "mutate" {
-				cfg = spec.MutateConfig(pool)
+			if mode == "apply" {
+				cfg = spec.ApplyConfig(pool)
 			}
 			cfg.Role = consumerfix.Role
 			kit, err := consumer.New(context.Background(), cfg)

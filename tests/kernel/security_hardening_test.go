@@ -63,7 +63,7 @@ func TestConsumerActsOnlyAsItself(t *testing.T) {
 	defer connB.Close(ctx)
 	kernelfix.WantSQLState(t, pgcall.BindConsumerRole(ctx, connB, "other_consumer", roleB), "42501", "a consumer binding a name itself")
 
-	env, _, doc := consumerfix.EnvelopeAndReceipt(t, receipt.Fields{"consumerOutcome": "forged"})
+	env, envSHA, doc := consumerfix.EnvelopeAndReceipt(t, receipt.Fields{"consumerOutcome": "forged"})
 	receipts := func() int {
 		return consumerfix.Count(t, admin, `SELECT count(*) FROM inbox.inbox_receipts`)
 	}
@@ -75,6 +75,16 @@ func TestConsumerActsOnlyAsItself(t *testing.T) {
 	kernelfix.WantSQLState(t, err, "42501", "B moves A's revision progress")
 	_, err = connB.Exec(ctx, `SELECT * FROM inbox.read_receipt($1, '', 0, $2::uuid, NULL)`, consumerfix.Metering, testfix.NewUUID())
 	kernelfix.WantSQLState(t, err, "42501", "B reads A's receipts")
+	// The one-round-trip path's hot path (issue 36: the caller rule as a predicate) refuses too.
+	var envDoc struct {
+		EventID string `json:"eventId"`
+	}
+	_ = json.Unmarshal(env, &envDoc)
+	_, err = pgcall.AcceptDelivery(ctx, connB, pgcall.AcceptDeliveryParams{ConsumerName: consumerfix.Metering,
+		EventID: envDoc.EventID, EnvelopeSHA256: envSHA, EventEnvelope: env, Receipt: doc.Receipt, DigestCandidate: doc.Candidate})
+	kernelfix.WantSQLState(t, err, "42501", "B accepts a delivery as A")
+	err = pgcall.ConfirmDelivery(ctx, connB, pgcall.ConfirmDeliveryParams{ConsumerName: consumerfix.Metering, EventID: envDoc.EventID})
+	kernelfix.WantSQLState(t, err, "42501", "B confirms a delivery as A")
 	if n := receipts(); n != 0 {
 		t.Fatalf("refused calls wrote %d receipts", n)
 	}

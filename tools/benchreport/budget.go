@@ -178,6 +178,25 @@ func renderBudget(b *strings.Builder, s sideBySide) {
 					l.kv["total_ms"], l.kv["us_per_item"], mdCode(l.kv["query"]))
 			}
 		}
+		last = 0 // the consumer database's statements (p3/p3c)
+		for _, l := range s.cstmts {
+			if l.mode == mode {
+				last = max(last, l.round)
+			}
+		}
+		var cst []sbsResult
+		for _, l := range s.cstmts {
+			if l.mode == mode && l.round == last {
+				cst = append(cst, l)
+			}
+		}
+		if len(cst) > 0 {
+			fmt.Fprintf(b, "\nTop statements of the consumer's database in %s round %d by total time:\n\n| # | category | top level | calls | total ms | µs / item | query |\n|---|---|---|---|---|---|---|\n", mode, last)
+			for _, l := range cst {
+				fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", l.kv["rank"], l.kv["category"], l.kv["toplevel"], l.kv["calls"],
+					l.kv["total_ms"], l.kv["us_per_item"], mdCode(l.kv["query"]))
+			}
+		}
 		last = 0
 		for _, l := range s.funcs {
 			if l.mode == mode {

@@ -29,8 +29,9 @@ func (r sbsResult) num(key string) (float64, bool) {
 type sideBySide struct {
 	header, machine, machineEnd string
 	results                     []sbsResult
-	// the per-statement budget of outboxbench (HP-6): BUDGET, STMT and FUNC lines
-	budget, stmts, funcs []sbsResult
+	// the per-statement budget of outboxbench (HP-6): BUDGET, STMT and FUNC lines; CSTMT: the
+	// consumer database's statements of p3/p3c
+	budget, stmts, funcs, cstmts []sbsResult
 }
 
 // parseKV reads `<kind> <system> <mode> key=value …`; a STMT line's query= is the rest of the
@@ -83,6 +84,10 @@ func parseSideBySide(r io.Reader) (sideBySide, error) {
 		case strings.HasPrefix(line, "STMT "):
 			if res, ok := parseKV(line); ok {
 				s.stmts = append(s.stmts, res)
+			}
+		case strings.HasPrefix(line, "CSTMT "):
+			if res, ok := parseKV(line); ok {
+				s.cstmts = append(s.cstmts, res)
 			}
 		case strings.HasPrefix(line, "FUNC "):
 			if res, ok := parseKV(line); ok {
@@ -347,7 +352,64 @@ func renderSideBySide(b *strings.Builder, s sideBySide, settings [][2]string) {
 		orQ(s.first("pgoutbox", "batch")), orQ(s.first("pgoutbox", "ack")), orQ(s.first("pgoutbox", "tx_size")),
 		orQ(s.first("pgoutbox", "producers")))
 	renderLatencyWAL(b, s)
+	renderP3CPU(b, s)
 	renderBudget(b, s)
+}
+
+// renderP3CPU is P-5 for the end-to-end runs (issue 36 item 5): the Go CPU per delivery of each
+// process - the dispatcher binary and the consumer kit's process - and how the outcomes came
+// back, per round, with the median.
+func renderP3CPU(b *strings.Builder, s sideBySide) {
+	type col struct{ key, title string }
+	cols := []col{{"dispatcher_cpu_us_per_delivery", "dispatcher CPU µs / delivery"}, {"consumer_cpu_us_per_delivery", "consumer kit process CPU µs / delivery"},
+		{"acks_per_call", "outcomes per ack call"}, {"claim_calls", "claim calls"}}
+	var rows []sbsResult
+	for _, r := range s.results {
+		if r.system == "pgoutbox" && (r.mode == "p3" || r.mode == "p3c") {
+			if _, ok := r.kv["dispatcher_cpu_us_per_delivery"]; ok {
+				rows = append(rows, r)
+			}
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "### P-3 / P-3c: Go CPU per delivery of each side (P-5)\n\n")
+	fmt.Fprintf(b, "The dispatcher binary's CPU (its `process_cpu_seconds_total`) and the consumer process's (outboxbench serving the consumer kit over HTTP: `getrusage`, p3c includes its producers' client work) over the measured phase, divided by the deliveries; consumer path `%s`. A shared machine inflates both.\n\n", orQ(s.first("pgoutbox", "consumer_path")))
+	fmt.Fprintf(b, "| run | round |")
+	for _, c := range cols {
+		fmt.Fprintf(b, " %s |", c.title)
+	}
+	fmt.Fprintf(b, "\n|---|---|%s\n", strings.Repeat("---|", len(cols)))
+	for _, mode := range []string{"p3", "p3c"} {
+		xs := make([][]float64, len(cols))
+		seen := false
+		for _, r := range rows {
+			if r.mode != mode {
+				continue
+			}
+			seen = true
+			fmt.Fprintf(b, "| %s | %d |", mode, r.round)
+			for i, c := range cols {
+				v, ok := r.num(c.key)
+				if !ok {
+					fmt.Fprintf(b, " — |")
+					continue
+				}
+				xs[i] = append(xs[i], v)
+				fmt.Fprintf(b, " %s |", r.kv[c.key])
+			}
+			fmt.Fprintf(b, "\n")
+		}
+		if seen {
+			fmt.Fprintf(b, "| %s | median (min–max) |", mode)
+			for i := range cols {
+				fmt.Fprintf(b, " %s |", spreadOf(xs[i]).text())
+			}
+			fmt.Fprintf(b, "\n")
+		}
+	}
+	fmt.Fprintf(b, "\n")
 }
 
 // ratioText renders a ratio with two decimals.

@@ -81,10 +81,12 @@ func Spec(t *testing.T, name string) reference.Spec {
 	return s
 }
 
-// kit returns the reference consumer name over the bundle's database; edit may adjust its config.
+// Kit returns the reference consumer name over the bundle's database in its Apply form
+// (reference.Spec.ApplyConfig: tests wrap Apply); edit may adjust its config. MutateKit is the
+// default one-round-trip form of the recorders.
 func (b *Bundle) Kit(t *testing.T, name string, edit func(*consumer.Config)) *consumer.Consumer {
 	t.Helper()
-	cfg := Spec(t, name).Config(b.Pool)
+	cfg := Spec(t, name).ApplyConfig(b.Pool)
 	cfg.Role = Role
 	if edit != nil {
 		edit(&cfg)
@@ -214,7 +216,7 @@ func (b *Bundle) MutateKit(t *testing.T, pool *pgxpool.Pool, name string, edit f
 	if !spec.OneRoundTrip() {
 		t.Fatalf("%s has no Mutate form", name)
 	}
-	cfg := spec.MutateConfig(pool)
+	cfg := spec.Config(pool)
 	cfg.Role = Role
 	if edit != nil {
 		edit(&cfg)

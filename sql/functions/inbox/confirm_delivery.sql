@@ -8,6 +8,9 @@
 --   it together with them (R-CO-2). The test is on the kernel's own row (its xmin is this
 --   transaction's id), not on anything a caller could set.
 -- Locking: none (reads the receipt row written by this transaction).
+-- Hot path (issue 36 item 1, HP-1): one probe whose predicates are the key and caller checks
+--   (a row of inbox.inbox_receipts has a valid key by its CHECKs; the caller rule is
+--   inbox._inbox_caller_ok, inlined); only when it finds nothing do the helpers run, to raise.
 -- SQLSTATEs: OB302 no receipt for the event was inserted by this transaction; 42501 caller not
 --   bound to consumer_name; 22023 invalid consumer/projection key.
 -- Caller: outbox_consumer (the consumer's bound role), SECURITY DEFINER: it has no table grants.
@@ -21,19 +24,20 @@ DECLARE
     v_projection_name    text := coalesce(p_projection_name, '');
     v_projection_version integer := coalesce(p_projection_version, 0);
 BEGIN
-    PERFORM inbox._inbox_check_key(p_consumer_name, v_projection_name, v_projection_version);
-    PERFORM inbox._inbox_check_caller(p_consumer_name);  -- R-SEC-5: only the bound role
-    PERFORM FROM inbox.inbox_receipts AS r
-     WHERE r.consumer_name = p_consumer_name AND r.projection_name = v_projection_name
+    PERFORM FROM inbox.inbox_receipts AS r, inbox._inbox_caller_ok(p_consumer_name) AS cc  -- inlined (HP-1)
+     WHERE cc.ok AND r.consumer_name = p_consumer_name AND r.projection_name = v_projection_name
        AND r.projection_version = v_projection_version AND r.event_id = p_event_id
        AND r.xmin = pg_catalog.pg_current_xact_id()::xid;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'delivery not recorded by this transaction'
-            USING ERRCODE = 'OB302',
-                  DETAIL = pg_catalog.format('consumer %s projection %s@%s event %s: inbox.accept_delivery did not insert its receipt here',
-                                             p_consumer_name, v_projection_name, v_projection_version, p_event_id),
-                  HINT = 'the chain rolls back; its accept_delivery outcome says why (existing, gap, duplicate_revision)';
+    IF FOUND THEN
+        RETURN;
     END IF;
+    PERFORM inbox._inbox_check_key(p_consumer_name, v_projection_name, v_projection_version);
+    PERFORM inbox._inbox_check_caller(p_consumer_name);  -- R-SEC-5: only the bound role
+    RAISE EXCEPTION 'delivery not recorded by this transaction'
+        USING ERRCODE = 'OB302',
+              DETAIL = pg_catalog.format('consumer %s projection %s@%s event %s: inbox.accept_delivery did not insert its receipt here',
+                                         p_consumer_name, v_projection_name, v_projection_version, p_event_id),
+              HINT = 'the chain rolls back; its accept_delivery outcome says why (existing, gap, duplicate_revision)';
 END
 $function$;
 
