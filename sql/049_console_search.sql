@@ -215,7 +215,9 @@ BEGIN
         RETURN;
     END IF;
 
-    -- errorCode: the failed attempts with this code, newest first
+    -- errorCode: the failed attempts with this code, newest first; then one primary-key lookup
+    -- each (LIMIT 1 keeps each lookup a per-row subquery the planner does not turn into a join
+    -- that scans the starts)
     RETURN QUERY EXECUTE pg_catalog.format(
         'SELECT e.event_id, e.event_type, e.aggregate_id, e.correlation_id, e.operation_id, e.created_at,
                 s.destination, d.status, f.normalized_error_code, f.finished_at, f.attempt_id
@@ -223,9 +225,11 @@ BEGIN
                    FROM outbox.outbox_delivery_attempt_finishes AS f0
                   WHERE f0.normalized_error_code = $1%s%s%s
                   ORDER BY f0.finished_at DESC, f0.attempt_id DESC LIMIT $6) AS f
-           JOIN outbox.outbox_delivery_attempt_starts AS s ON s.attempt_id = f.attempt_id
-           JOIN outbox.outbox_deliveries AS d ON d.destination = s.destination AND d.event_id = s.event_id
-           JOIN outbox.outbox_events AS e ON e.event_id = s.event_id
+          CROSS JOIN LATERAL (SELECT s0.destination, s0.event_id FROM outbox.outbox_delivery_attempt_starts AS s0
+                               WHERE s0.attempt_id = f.attempt_id LIMIT 1) AS s
+          CROSS JOIN LATERAL (SELECT d0.status FROM outbox.outbox_deliveries AS d0
+                               WHERE d0.destination = s.destination AND d0.event_id = s.event_id LIMIT 1) AS d
+          CROSS JOIN LATERAL (SELECT e0.* FROM outbox.outbox_events AS e0 WHERE e0.event_id = s.event_id LIMIT 1) AS e
           ORDER BY f.finished_at DESC, f.attempt_id DESC',
         CASE WHEN p_from IS NULL THEN '' ELSE ' AND f0.finished_at >= $2' END,
         CASE WHEN p_to IS NULL THEN '' ELSE ' AND f0.finished_at < $3' END,
