@@ -41,63 +41,7 @@ func BenchmarkConsoleLists(b *testing.B) {
 		reps, _ = strconv.Atoi(s)
 	}
 	ctx := context.Background()
-	dsn := testdb.URL(b)
-	admin := testdb.Conn(b, dsn, "")
-	testfix.ActivateReference(b, admin)
-	events := n / 4
-	tx, err := admin.Begin(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, q := range []string{`SET LOCAL session_replication_role = replica`,
-		`INSERT INTO outbox.outbox_events (event_id, event_type, schema_version, delivery_set_version,
-		        delivery_set_definition_schema_version, delivery_set_definition_digest_algorithm_version,
-		        delivery_set_definition_digest, aggregate_id, aggregate_revision, tenant_kind, tenant_id, workspace_id,
-		        event_payload, event_envelope_digest_algorithm_version, event_envelope_sha256, occurred_at, created_at)
-		 SELECT gen_random_uuid(), 'execution.attempt-eligibility.finalized@1', '1', v.delivery_set_version,
-		        v.definition_schema_version, v.digest_algorithm_version, v.definition_digest, 'agg-' || i, 1,
-		        'workspace', 't', 'w', '{}'::jsonb, 'jcs-sha256-v1', repeat('a', 64),
-		        now() - make_interval(secs => ($1::int - i)), now() - make_interval(secs => ($1::int - i))
-		   FROM generate_series(1, $1::int) AS i,
-		        (SELECT * FROM outbox.delivery_set_versions ORDER BY delivery_set_version DESC LIMIT 1) AS v`,
-		`INSERT INTO outbox.outbox_deliveries (destination, event_id, delivery_set_version, consumer_name,
-		        expected_receipt_type, expected_receipt_schema_version, mandatory, aggregate_id, aggregate_revision,
-		        status, available_at, created_at, lease_owner, lease_token, lease_expires_at, attempt_count,
-		        delivered_at, ack_receipt_digest)
-		 SELECT dd.destination, e.event_id, e.delivery_set_version, dd.consumer_name, 'bench', 1, true,
-		        e.aggregate_id, 1, s.status, e.created_at, e.created_at,
-		        CASE WHEN s.status = 'leased' THEN 'bench-worker' END,
-		        CASE WHEN s.status = 'leased' THEN gen_random_uuid() END,
-		        CASE WHEN s.status = 'leased' THEN now() + interval '1 hour' END,
-		        CASE WHEN s.status = 'pending' THEN 0 ELSE 1 END,
-		        CASE WHEN s.status = 'acknowledged' THEN e.created_at END,
-		        CASE WHEN s.status = 'acknowledged' THEN repeat('b', 64) END
-		   FROM outbox.outbox_events AS e
-		  CROSS JOIN outbox.delivery_destinations AS dd
-		  CROSS JOIN LATERAL (SELECT CASE WHEN r < 90 THEN 'acknowledged' WHEN r < 95 THEN 'pending'
-		                                  WHEN r < 98 THEN 'leased' ELSE 'quarantined' END AS status
-		                        FROM (SELECT (hashtext(e.event_id::text || dd.destination) & 1023) % 100 AS r) AS x) AS s
-		  WHERE dd.destination IN ('metering_input_processor', 'billing_finalization_coordinator',
-		                           'billing_settlement_catch_up', 'core_operations')`} {
-		var args []any
-		if strings.Contains(q, "$1") {
-			args = []any{events}
-		}
-		if _, err := tx.Exec(ctx, q, args...); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := admin.Exec(ctx, `VACUUM ANALYZE outbox.outbox_events, outbox.outbox_deliveries`); err != nil {
-		b.Fatal(err)
-	}
-	var total int
-	if err := admin.QueryRow(ctx, `SELECT count(*) FROM outbox.outbox_deliveries`).Scan(&total); err != nil {
-		b.Fatal(err)
-	}
-
+	dsn, admin, total := consoleFixture(b, n)
 	// One session as the superuser (to load auto_explain) acting as outbox_auditor.
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
@@ -226,4 +170,87 @@ func BenchmarkConsoleLists(b *testing.B) {
 	b.ReportMetric(float64(deepTotal.Microseconds())/float64(calls), "µs/deep-page")
 	b.ReportMetric(float64(countTime.Microseconds())/float64(reps), "µs/counts")
 	b.ReportMetric(0, "ns/op")
+}
+
+// consoleFixture builds the console benchmarks' database: n deliveries (n/4 events x the 4
+// reference destinations; 90 % acknowledged, 5 % pending, 3 % leased, 2 % quarantined, one event
+// a second back from now), each event with a correlation id shared by 4 events and an operation
+// id shared by 8, and one finished attempt per quarantined delivery (consumer_rejected) and per
+// acknowledged metering delivery. Written in bulk by a superuser with triggers off, then VACUUM
+// ANALYZE.
+func consoleFixture(b *testing.B, n int) (dsn string, admin *pgx.Conn, total int) {
+	b.Helper()
+	ctx := context.Background()
+	dsn = testdb.URL(b)
+	admin = testdb.Conn(b, dsn, "")
+	testfix.ActivateReference(b, admin)
+	events := n / 4
+	tx, err := admin.Begin(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, q := range []string{`SET LOCAL session_replication_role = replica`,
+		`INSERT INTO outbox.outbox_events (event_id, event_type, schema_version, delivery_set_version,
+		        delivery_set_definition_schema_version, delivery_set_definition_digest_algorithm_version,
+		        delivery_set_definition_digest, aggregate_id, aggregate_revision, tenant_kind, tenant_id, workspace_id,
+		        event_payload, event_envelope_digest_algorithm_version, event_envelope_sha256, occurred_at, created_at,
+		        correlation_id, operation_id)
+		 SELECT gen_random_uuid(), 'execution.attempt-eligibility.finalized@1', '1', v.delivery_set_version,
+		        v.definition_schema_version, v.digest_algorithm_version, v.definition_digest, 'agg-' || i, 1,
+		        'workspace', 't', 'w', '{}'::jsonb, 'jcs-sha256-v1', repeat('a', 64),
+		        now() - make_interval(secs => ($1::int - i)), now() - make_interval(secs => ($1::int - i)),
+		        'corr-' || (i / 4), 'op-' || (i / 8)
+		   FROM generate_series(1, $1::int) AS i,
+		        (SELECT * FROM outbox.delivery_set_versions ORDER BY delivery_set_version DESC LIMIT 1) AS v`,
+		`INSERT INTO outbox.outbox_deliveries (destination, event_id, delivery_set_version, consumer_name,
+		        expected_receipt_type, expected_receipt_schema_version, mandatory, aggregate_id, aggregate_revision,
+		        status, available_at, created_at, lease_owner, lease_token, lease_expires_at, attempt_count,
+		        delivered_at, ack_receipt_digest)
+		 SELECT dd.destination, e.event_id, e.delivery_set_version, dd.consumer_name, 'bench', 1, true,
+		        e.aggregate_id, 1, s.status, e.created_at, e.created_at,
+		        CASE WHEN s.status = 'leased' THEN 'bench-worker' END,
+		        CASE WHEN s.status = 'leased' THEN gen_random_uuid() END,
+		        CASE WHEN s.status = 'leased' THEN now() + interval '1 hour' END,
+		        CASE WHEN s.status = 'pending' THEN 0 ELSE 1 END,
+		        CASE WHEN s.status = 'acknowledged' THEN e.created_at END,
+		        CASE WHEN s.status = 'acknowledged' THEN repeat('b', 64) END
+		   FROM outbox.outbox_events AS e
+		  CROSS JOIN outbox.delivery_destinations AS dd
+		  CROSS JOIN LATERAL (SELECT CASE WHEN r < 90 THEN 'acknowledged' WHEN r < 95 THEN 'pending'
+		                                  WHEN r < 98 THEN 'leased' ELSE 'quarantined' END AS status
+		                        FROM (SELECT (hashtext(e.event_id::text || dd.destination) & 1023) % 100 AS r) AS x) AS s
+		  WHERE dd.destination IN ('metering_input_processor', 'billing_finalization_coordinator',
+		                           'billing_settlement_catch_up', 'core_operations')`,
+		// the attempt history of the console's search by error code: one finished attempt per
+		// quarantined delivery (consumer_rejected) and per acknowledged metering delivery (no code)
+		`INSERT INTO outbox.outbox_delivery_attempt_starts (attempt_id, destination, event_id, attempt_number, lease_token, worker, started_at)
+		 SELECT gen_random_uuid(), d.destination, d.event_id, 1, gen_random_uuid(), 'bench-worker', d.created_at
+		   FROM outbox.outbox_deliveries AS d
+		  WHERE d.status = 'quarantined' OR (d.status = 'acknowledged' AND d.destination = 'metering_input_processor')`,
+		`INSERT INTO outbox.outbox_delivery_attempt_finishes (attempt_id, finished_at, outcome, retry_disposition, normalized_error_code)
+		 SELECT s.attempt_id, s.started_at + interval '1 second',
+		        CASE WHEN d.status = 'quarantined' THEN 'non_retryable' ELSE 'acknowledged' END,
+		        CASE WHEN d.status = 'quarantined' THEN 'quarantined' ELSE 'none' END,
+		        CASE WHEN d.status = 'quarantined' THEN 'consumer_rejected' END
+		   FROM outbox.outbox_delivery_attempt_starts AS s
+		   JOIN outbox.outbox_deliveries AS d ON d.destination = s.destination AND d.event_id = s.event_id`} {
+		var args []any
+		if strings.Contains(q, "$1") {
+			args = []any{events}
+		}
+		if _, err := tx.Exec(ctx, q, args...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, `VACUUM ANALYZE outbox.outbox_events, outbox.outbox_deliveries, outbox.outbox_delivery_attempt_starts, outbox.outbox_delivery_attempt_finishes`); err != nil {
+		b.Fatal(err)
+	}
+	if err := admin.QueryRow(ctx, `SELECT count(*) FROM outbox.outbox_deliveries`).Scan(&total); err != nil {
+		b.Fatal(err)
+	}
+	return dsn, admin, total
+
 }

@@ -30,6 +30,10 @@ import (
 var ConsoleStates = []string{"pending", "leased", "quarantined", "acknowledged"}
 
 const (
+	// DefaultLiveInterval is how often the overview re-fetches its live part (Server.LiveInterval).
+	DefaultLiveInterval = 5 * time.Second
+	// SearchPage is the search's page size.
+	SearchPage = 50
 	// CountCap bounds each per-state count of the console (outbox.console_delivery_counts).
 	CountCap = 10000
 	// PageSize is the default page of the delivery lists (at most 500).
@@ -48,9 +52,14 @@ const (
 //go:embed console.js
 var consoleJS []byte
 
+// consoleCSS is the console's one stylesheet (light and dark theme), served by the process.
+//
+//go:embed console.css
+var consoleCSS []byte
+
 var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
-const consoleCSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'self'; connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+const consoleCSP = "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 // consoleView is what every console page shares.
 type consoleView struct {
@@ -59,6 +68,8 @@ type consoleView struct {
 	Operator bool   // the server may redeliver (holds an outbox_operator session)
 	CSRF     string // the form token (operator only)
 	Payloads bool   // the server was started with payloads allowed
+	Nav      string // the navigation entry of this page
+	Kinds    []string
 }
 
 func (s *Server) console(ctx context.Context, w http.ResponseWriter, r *http.Request) {
@@ -73,12 +84,24 @@ func (s *Server) console(ctx context.Context, w http.ResponseWriter, r *http.Req
 		s.consoleQuarantine(ctx, w, r)
 	case "/console/activity":
 		s.consoleActivity(ctx, w, r)
+	case "/console/live":
+		s.consoleLive(ctx, w, r)
+	case "/console/search":
+		s.consoleSearch(ctx, w, r)
 	case "/console/redeliver":
 		s.consoleRedeliver(ctx, w, r)
+	case "/console/pause", "/console/resume":
+		s.consoleClaims(ctx, w, r)
 	case "/console/console.js":
 		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-cache")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		_, _ = w.Write(consoleJS)
+	case "/console/console.css":
+		w.Header().Set("Content-Type", "text/css; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-cache")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		_, _ = w.Write(consoleCSS)
 	default:
 		http.NotFound(w, r)
 	}
@@ -87,7 +110,20 @@ func (s *Server) console(ctx context.Context, w http.ResponseWriter, r *http.Req
 // base fills the shared part of a view; for an operator server it makes sure the browser holds
 // a CSRF cookie and derives the form token from it.
 func (s *Server) base(w http.ResponseWriter, r *http.Request, title string) consoleView {
-	v := consoleView{Title: title, AsOf: time.Now().UTC(), Operator: s.Operator != nil, Payloads: s.ShowPayloads}
+	v := consoleView{Title: title, AsOf: time.Now().UTC(), Operator: s.Operator != nil, Payloads: s.ShowPayloads,
+		Kinds: pgcall.ConsoleSearchKinds}
+	switch r.URL.Path {
+	case "/console", "/console/":
+		v.Nav = "overview"
+	case "/console/search":
+		v.Nav = "search"
+	case "/console/deliveries":
+		v.Nav = "deliveries"
+	case "/console/quarantine":
+		v.Nav = "quarantine"
+	case "/console/event":
+		v.Nav = "event"
+	}
 	if s.Operator != nil {
 		nonce := ""
 		if c, err := r.Cookie(csrfCookie); err == nil && len(c.Value) == 64 {
@@ -115,7 +151,7 @@ func (s *Server) csrfToken(nonce string) string {
 		}
 	})
 	m := hmac.New(sha256.New, s.CSRFKey)
-	m.Write([]byte("pgoutbox-console-redeliver\x00" + nonce))
+	m.Write([]byte("pgoutbox-console-form\x00" + nonce))
 	return hex.EncodeToString(m.Sum(nil))
 }
 
@@ -158,42 +194,112 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, status int, msg
 	}{s.base(w, r, "problem"), msg})
 }
 
-// ---- overview ----
+// ---- overview (live) ----
 
-type overviewDest struct {
-	pgcall.DestinationStats
-	Counts []pgcall.ConsoleCount
+type liveDest struct {
+	pgcall.ConsoleDestination
+	Counts         []pgcall.ConsoleCount
+	Acks, Failures int64 // last hour
+}
+
+// liveView is the overview's live part: the page renders it once, console.js re-fetches it from
+// /console/live every IntervalSeconds.
+type liveView struct {
+	consoleView
+	IntervalSeconds int
+	Backlog         int64
+	Oldest          time.Duration
+	Acks, Failures  int64
+	Quarantined     int64
+	Gaps            int64
+	Paused          int
+	Dests           []liveDest
+	Activity        activityView
+	Projections     []pgcall.ProjectionVersionRow
+	Progress        map[string]pgcall.CandidateProgress
+	Intake          []IntakeHealth
+	Mailbox         []pgcall.ConsoleMailboxSource
+}
+
+func (s *Server) loadLive(ctx context.Context, v consoleView) (liveView, error) {
+	lv := liveView{consoleView: v, IntervalSeconds: int(s.liveInterval() / time.Second)}
+	dests, err := pgcall.ConsoleDestinations(ctx, s.DB)
+	if err != nil {
+		return lv, err
+	}
+	stats := make([]pgcall.DestinationStats, 0, len(dests))
+	for _, d := range dests {
+		st := pgcall.DestinationStats{Destination: d.Destination, ConsumerName: d.ConsumerName, Pending: d.Pending, Leased: d.Leased}
+		if d.OldestPendingAt != nil {
+			st.OldestPendingAge = lv.AsOf.Sub(*d.OldestPendingAt)
+		}
+		stats = append(stats, st)
+	}
+	if lv.Activity, err = s.loadActivity(ctx, stats); err != nil {
+		return lv, err
+	}
+	for i, d := range dests {
+		c, err := pgcall.ConsoleDeliveryCounts(ctx, s.DB, d.Destination, CountCap)
+		if err != nil {
+			return lv, err
+		}
+		a := lv.Activity.Series[i]
+		lv.Dests = append(lv.Dests, liveDest{ConsoleDestination: d, Counts: c, Acks: a.TotalAcks, Failures: a.Failed})
+		lv.Backlog += d.Pending + d.Leased
+		lv.Quarantined += d.QuarantinedOpen
+		lv.Gaps += d.OpenGaps
+		lv.Acks += a.TotalAcks
+		lv.Failures += a.Failed
+		if d.PausedReason != nil {
+			lv.Paused++
+		}
+		if d.OldestPendingAt != nil && lv.AsOf.Sub(*d.OldestPendingAt) > lv.Oldest {
+			lv.Oldest = lv.AsOf.Sub(*d.OldestPendingAt)
+		}
+	}
+	if lv.Projections, err = pgcall.ConsoleProjectionVersions(ctx, s.DB, MaxProjectionVersions); err != nil {
+		return lv, err
+	}
+	if lv.Progress, err = LoadProgress(ctx, s.DB, lv.Projections); err != nil {
+		return lv, err
+	}
+	if lv.Intake, err = LoadIntake(ctx, s.DB, lv.AsOf); err != nil {
+		return lv, err
+	}
+	if lv.Mailbox, err = pgcall.ConsoleMailboxSources(ctx, s.DB, MailboxSourcesShown); err != nil {
+		return lv, err
+	}
+	return lv, nil
+}
+
+func (s *Server) liveInterval() time.Duration {
+	if s.LiveInterval >= time.Second {
+		return s.LiveInterval
+	}
+	return DefaultLiveInterval
 }
 
 func (s *Server) consoleOverview(ctx context.Context, w http.ResponseWriter, r *http.Request) {
-	stats, err := pgcall.DeliveryStats(ctx, s.DB)
+	base := s.base(w, r, "overview")
+	lv, err := s.loadLive(ctx, base)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	v := struct {
+	s.render(w, http.StatusOK, "overview", struct {
 		consoleView
-		Destinations []overviewDest
-		Activity     activityView
-		Mailbox      []pgcall.ConsoleMailboxSource
-	}{consoleView: s.base(w, r, "operator console")}
-	for _, st := range stats {
-		c, err := pgcall.ConsoleDeliveryCounts(ctx, s.DB, st.Destination, CountCap)
-		if err != nil {
-			s.fail(w, err)
-			return
-		}
-		v.Destinations = append(v.Destinations, overviewDest{DestinationStats: st, Counts: c})
-	}
-	if v.Activity, err = s.loadActivity(ctx, stats); err != nil {
+		Live liveView
+	}{base, lv})
+}
+
+// consoleLive is the fragment the overview re-fetches (the same template the page renders).
+func (s *Server) consoleLive(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	lv, err := s.loadLive(ctx, s.base(w, r, "overview"))
+	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	if v.Mailbox, err = pgcall.ConsoleMailboxSources(ctx, s.DB, MailboxSourcesShown); err != nil {
-		s.fail(w, err)
-		return
-	}
-	s.render(w, http.StatusOK, "overview", v)
+	s.render(w, http.StatusOK, "live", lv)
 }
 
 // ---- event detail ----
@@ -443,24 +549,139 @@ func (s *Server) consoleQuarantine(ctx context.Context, w http.ResponseWriter, r
 	s.render(w, http.StatusOK, "quarantine", v)
 }
 
-// ---- redeliver (POST, operator only) ----
+// ---- search ----
 
-func (s *Server) consoleRedeliver(ctx context.Context, w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
+// searchTimeLayout is the value of an <input type="datetime-local" step="1"> (read as UTC).
+const searchTimeLayout = "2006-01-02T15:04:05"
+
+func parseSearchTime(v string) (*time.Time, error) {
+	if v == "" {
+		return nil, nil
+	}
+	for _, layout := range []string{searchTimeLayout, "2006-01-02T15:04", time.RFC3339Nano} {
+		if t, err := time.ParseInLocation(layout, v, time.UTC); err == nil {
+			return &t, nil
+		}
+	}
+	return nil, errors.New("bad time")
+}
+
+func (s *Server) consoleSearch(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	v := struct {
+		consoleView
+		Kind, Value, From, To, Before string
+		Searched, DeliveryKind        bool
+		Error                         string
+		Hits                          []pgcall.ConsoleSearchHit
+		Next                          string
+	}{consoleView: s.base(w, r, "search"), Kind: q.Get("kind"), Value: strings.TrimSpace(q.Get("q")), From: q.Get("from"),
+		To: q.Get("to"), Before: q.Get("before")}
+	if v.Kind == "" {
+		v.Kind = "eventId"
+		s.render(w, http.StatusOK, "search", v)
+		return
+	}
+	v.Searched = true
+	v.DeliveryKind = v.Kind == "destination" || v.Kind == "errorCode"
+	p := pgcall.ConsoleSearchParams{Kind: v.Kind, Value: v.Value, Limit: SearchPage + 1}
+	var err error
+	if p.From, err = parseSearchTime(v.From); err == nil {
+		p.To, err = parseSearchTime(v.To)
+	}
+	if err == nil && v.Before != "" {
+		c, cerr := decodeCursor(v.Before)
+		p.BeforeAt, p.BeforeID, err = c.CreatedAt, c.EventID, cerr
+	}
+	if err != nil {
+		v.Searched, v.Error = false, "invalid search: a time is YYYY-MM-DDTHH:MM:SS (UTC) and the page cursor must come from a next-page link"
+		s.render(w, http.StatusBadRequest, "search", v)
+		return
+	}
+	hits, err := pgcall.ConsoleSearch(ctx, s.DB, p)
+	switch {
+	case pgcall.SQLState(err) == "22023":
+		v.Searched, v.Error = false, "invalid search: "+sqlMessage(err)
+		s.render(w, http.StatusBadRequest, "search", v)
+		return
+	case err != nil:
+		s.fail(w, err)
+		return
+	}
+	if len(hits) > SearchPage {
+		hits = hits[:SearchPage]
+		last := hits[len(hits)-1]
+		nq := url.Values{"kind": {v.Kind}, "q": {v.Value}, "from": {v.From}, "to": {v.To},
+			"before": {encodeCursor(pgcall.ConsoleCursor{CreatedAt: last.At, EventID: last.CursorID})}}
+		v.Next = "/console/search?" + nq.Encode()
+	}
+	v.Hits = hits
+	s.render(w, http.StatusOK, "search", v)
+}
+
+// ---- pause / resume a destination's claims (POST, operator only) ----
+
+func (s *Server) consoleClaims(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	if !s.acceptForm(w, r) {
+		return
+	}
+	action := strings.TrimPrefix(r.URL.Path, "/console/")
+	dest, reason := r.PostFormValue("destination"), strings.TrimSpace(r.PostFormValue("reason"))
+	if dest == "" || (action == "pause" && reason == "") {
+		s.problem(w, r, http.StatusBadRequest, "a destination and, to pause, a reason are required")
+		return
+	}
+	var err error
+	if action == "pause" {
+		err = pgcall.PauseDestinationClaims(ctx, s.Operator, dest, reason)
+	} else {
+		reason = ""
+		err = pgcall.ResumeDestinationClaims(ctx, s.Operator, dest)
+	}
+	switch {
+	case pgcall.SQLState(err) == "22023":
+		s.problem(w, r, http.StatusBadRequest, "refused: "+sqlMessage(err))
+		return
+	case err != nil:
+		s.fail(w, err)
+		return
+	}
+	if s.Logger != nil {
+		s.Logger.Info("console claims "+action, "destination", dest)
+	}
+	s.render(w, http.StatusOK, "claims", struct {
+		consoleView
+		Action, Destination, Reason string
+	}{s.base(w, r, action+"d claims"), action, dest, reason})
+}
+
+// acceptForm admits an operator POST: method, size, form and CSRF token; it answers the refusal
+// itself and reports false.
+func (s *Server) acceptForm(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodPost || s.Operator == nil {
 		w.Header().Set("Allow", "POST")
 		http.Error(w, "POST only", http.StatusMethodNotAllowed)
-		return
+		return false
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	if err := r.ParseForm(); err != nil {
 		s.problem(w, r, http.StatusBadRequest, "unreadable form")
-		return
+		return false
 	}
 	if !s.checkCSRF(r) {
 		if s.Logger != nil {
-			s.Logger.Warn("console redeliver refused: missing or bad CSRF token")
+			s.Logger.Warn("console form refused: missing or bad CSRF token", "path", r.URL.Path)
 		}
 		s.problem(w, r, http.StatusForbidden, "refused: the form token is missing or does not match (reload the page and try again)")
+		return false
+	}
+	return true
+}
+
+// ---- redeliver (POST, operator only) ----
+
+func (s *Server) consoleRedeliver(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	if !s.acceptForm(w, r) {
 		return
 	}
 	p := pgcall.RedeliverParams{Destination: r.PostFormValue("destination"), EventID: r.PostFormValue("event_id"),
@@ -501,6 +722,8 @@ func (s *Server) consoleRedeliver(ctx context.Context, w http.ResponseWriter, r 
 type activitySeries struct {
 	Destination                                       string
 	Finished, Acknowledged, Retried, Quarantined      []int64
+	Failures                                          []int64   // retries + quarantines per bucket
+	Failed                                            int64     // their total
 	Lag                                               []float64 // max ack lag per bucket, seconds
 	TotalFinished, TotalAcks, TotalRetries, TotalQuar int64
 	MaxLag                                            float64
@@ -529,7 +752,7 @@ func (s *Server) loadActivity(ctx context.Context, stats []pgcall.DestinationSta
 		idx[st.Destination] = len(v.Series)
 		v.Series = append(v.Series, activitySeries{Destination: st.Destination, Finished: make([]int64, n),
 			Acknowledged: make([]int64, n), Retried: make([]int64, n), Quarantined: make([]int64, n),
-			Lag: make([]float64, n), OldestPendingAge: st.OldestPendingAge, Pending: st.Pending, Leased: st.Leased})
+			Failures: make([]int64, n), Lag: make([]float64, n), OldestPendingAge: st.OldestPendingAge, Pending: st.Pending, Leased: st.Leased})
 	}
 	for _, a := range rows {
 		i, ok := idx[a.Destination]
@@ -545,6 +768,8 @@ func (s *Server) loadActivity(ctx context.Context, stats []pgcall.DestinationSta
 		sr.Acknowledged[b] += a.Acknowledged
 		sr.Retried[b] += a.Retried
 		sr.Quarantined[b] += a.Quarantined
+		sr.Failures[b] += a.Retried + a.Quarantined
+		sr.Failed += a.Retried + a.Quarantined
 		sr.TotalFinished += a.Finished
 		sr.TotalAcks += a.Acknowledged
 		sr.TotalRetries += a.Retried

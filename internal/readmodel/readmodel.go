@@ -185,6 +185,7 @@ var writeFunctions = []string{
 	"outbox.redeliver_quarantined(text,uuid,text,text,text)", "outbox.archive_events(interval,integer)",
 	"outbox.register_delivery_set(json,text)", "inbox.record_receipt(text,text,integer,json,json,text,uuid)",
 	"outbox.register_projection_version(text,integer,text)", "outbox.start_shadow_build(text,integer)", "outbox.claim_rebuild_sources(uuid,uuid,integer)",
+	"outbox.pause_destination_claims(text,text)", "outbox.resume_destination_claims(text)",
 }
 
 // CheckAuditorOnly refuses a session that is not read-only in the kernel's terms: it must be
@@ -207,22 +208,27 @@ func CheckAuditorOnly(ctx context.Context, db pgcall.DBTX) error {
 }
 
 // operatorWrites are the write functions an operator session must be able to execute: the
-// controlled recovery of R-AK-10 and nothing else of writeFunctions.
-const operatorWrite = "outbox.redeliver_quarantined(text,uuid,text,text,text)"
+// controlled recovery of R-AK-10 and the claim pause and resume of R-PV-2 (incident handling),
+// and nothing else of writeFunctions.
+var operatorWrites = []string{"outbox.redeliver_quarantined(text,uuid,text,text,text)",
+	"outbox.pause_destination_claims(text,text)", "outbox.resume_destination_claims(text)"}
 
-// CheckOperatorOnly refuses a session for the console's redeliver action unless it may execute
-// outbox.redeliver_quarantined and none of the kernel's other write functions (outbox_operator).
+// CheckOperatorOnly refuses a session for the console's actions unless it may execute
+// outbox.redeliver_quarantined, outbox.pause_destination_claims and
+// outbox.resume_destination_claims and none of the kernel's other write functions
+// (outbox_operator).
 func CheckOperatorOnly(ctx context.Context, db pgcall.DBTX) error {
-	var canRecover bool
+	var missing []string
 	var canWrite []string
-	if err := db.QueryRow(ctx, `SELECT has_function_privilege($2::text, 'EXECUTE'),
-		coalesce(array_agg(f) FILTER (WHERE f <> $2::text AND CASE WHEN has_schema_privilege(split_part(f, '.', 1), 'USAGE')
+	if err := db.QueryRow(ctx, `SELECT
+		coalesce((SELECT array_agg(o) FROM unnest($2::text[]) AS o WHERE NOT has_function_privilege(o, 'EXECUTE')), '{}'),
+		coalesce(array_agg(f) FILTER (WHERE NOT (f = ANY ($2::text[])) AND CASE WHEN has_schema_privilege(split_part(f, '.', 1), 'USAGE')
 			THEN to_regprocedure(f) IS NOT NULL AND has_function_privilege(f, 'EXECUTE') ELSE false END), '{}')
-		FROM unnest($1::text[]) AS f`, writeFunctions, operatorWrite).Scan(&canRecover, &canWrite); err != nil {
+		FROM unnest($1::text[]) AS f`, writeFunctions, operatorWrites).Scan(&missing, &canWrite); err != nil {
 		return fmt.Errorf("check the operator session's privileges: %w", err)
 	}
-	if !canRecover {
-		return errors.New("the operator session is not outbox_operator: it cannot execute outbox.redeliver_quarantined")
+	if len(missing) > 0 {
+		return fmt.Errorf("the operator session is not outbox_operator: it cannot execute %v", missing)
 	}
 	if len(canWrite) > 0 {
 		return fmt.Errorf("the console's operator session may execute only the recovery functions; this one may also execute %v", canWrite)

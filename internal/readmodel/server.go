@@ -148,12 +148,14 @@ type Server struct {
 	Gauges       *Gauges
 	Logger       *slog.Logger
 	Timeout      time.Duration // per request; 0 = 30 s
+	LiveInterval time.Duration // how often the console overview re-fetches its live part; 0 = DefaultLiveInterval
 
 	keyOnce sync.Once
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	write := r.Method == http.MethodPost && r.URL.Path == "/console/redeliver" && s.Operator != nil
+	write := r.Method == http.MethodPost && s.Operator != nil &&
+		(r.URL.Path == "/console/redeliver" || r.URL.Path == "/console/pause" || r.URL.Path == "/console/resume")
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && !write {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "read-only: GET only", http.StatusMethodNotAllowed)

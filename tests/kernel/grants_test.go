@@ -235,6 +235,8 @@ func TestFunctionGrantsExact(t *testing.T) {
 		"outbox_auditor": append([]string{"inbox.verify_receipt_digests", "intake.accepted_health_windows", "intake.console_observations", "intake.verify_purge_run", "mailbox.console_sources", "mailbox.pipeline_status", "outbox.active_delivery_set", "outbox.archive_integrity_problems", "outbox.check_completeness", "outbox.compare_projection_versions",
 			// issue 25: the operator console's read functions
 			"outbox.console_activity", "outbox.console_deliveries", "outbox.console_delivery_counts", "outbox.console_event", "outbox.console_event_attempts", "outbox.console_event_deliveries", "outbox.console_event_payload", "outbox.console_projection_versions", "outbox.console_readiness_proofs",
+			// issue 41: the live overview and the console's search
+			"outbox.console_destinations", "outbox.console_search",
 			"outbox.delivery_stats", "outbox.preview_redelivery", "outbox.projection_digest", "outbox.publication_summary", "outbox.read_manifest", "outbox.record_two_part_proof", "outbox.redelivery_stats", "outbox.search_exact_id", "outbox.take_completeness_snapshot", "outbox.verify_ack_digests", "outbox.verify_archive_run", "outbox.verify_event_digests",
 			// R-PV-2, R-PV-5: boundaries, readiness proofs, candidate progress
 			"outbox.candidate_progress", "outbox.read_cutover_boundary", "outbox.read_readiness_proof",
