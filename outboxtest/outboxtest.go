@@ -43,8 +43,9 @@ import (
 
 // DB is one test's throw-away database with the kernel installed (no release, no destination).
 type DB struct {
-	// URL connects as a superuser; Pool is a superuser pool on it, closed when the test ends.
-	URL  string
+	// URL connects to the database as a superuser.
+	URL string
+	// Pool is a superuser pool on URL, closed when the test ends.
 	Pool *pgxpool.Pool
 }
 
