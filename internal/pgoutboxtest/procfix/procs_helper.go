@@ -31,9 +31,9 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/dispatcherfix"
-	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/scenario"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/reference"
+	"github.com/oceanway/pgoutbox/reference/scenario"
 )
 
 // Deadline bounds every wait of these suites; it only keeps a broken test from hanging.

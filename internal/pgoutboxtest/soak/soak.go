@@ -28,8 +28,8 @@ import (
 	"github.com/oceanway/pgoutbox/internal/config"
 	"github.com/oceanway/pgoutbox/internal/metrics"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/scenario"
 	"github.com/oceanway/pgoutbox/reference"
+	"github.com/oceanway/pgoutbox/reference/scenario"
 	"github.com/oceanway/pgoutbox/transport"
 )
 
