@@ -26,6 +26,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/config"
@@ -33,6 +34,7 @@ import (
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/failpoint"
 	"github.com/oceanway/pgoutbox/receipt"
+	"github.com/oceanway/pgoutbox/tracing"
 	"github.com/oceanway/pgoutbox/transport"
 	"github.com/oceanway/pgoutbox/wire"
 )
@@ -48,6 +50,8 @@ type Options struct {
 	Transports map[string]transport.Transport
 	Metrics    *metrics.Metrics
 	Logger     *slog.Logger
+	// TracerProvider makes the delivery spans (R-DP-7); nil: the global OpenTelemetry provider.
+	TracerProvider trace.TracerProvider
 }
 
 // Dispatcher runs the loop. Create with New, check with Preflight, run with Run.
@@ -58,6 +62,7 @@ type Dispatcher struct {
 	transports map[string]transport.Transport
 	m          *metrics.Metrics
 	log        *slog.Logger
+	tracer     trace.Tracer
 	dests      []string
 	destSet    map[string]bool
 
@@ -119,6 +124,7 @@ func New(o Options) (*Dispatcher, error) {
 		sendSlots: make(chan struct{}, max(1, o.Config.Concurrency)),
 		destSlots: map[string]chan struct{}{}, claimedBy: map[string]*atomic.Int64{},
 	}
+	d.tracer = tracing.Tracer(o.TracerProvider)
 	// Claiming ahead needs lease renewal: a claimed delivery waiting for a transport slot keeps
 	// its lease only by renewing it.
 	if o.Config.LeaseRenewal {
@@ -495,7 +501,7 @@ func (d *Dispatcher) handle(r pgcall.ClaimedDelivery, claimedAt time.Time) {
 	j := &job{
 		r:         r,
 		fence:     pgcall.Fence{Destination: r.Destination, EventID: r.EventID, AttemptID: r.AttemptID, LeaseToken: r.LeaseToken},
-		log:       d.log.With("destination", r.Destination, "event_id", r.EventID, "attempt", r.AttemptNumber),
+		log:       withTraceLog(d.log.With("destination", r.Destination, "event_id", r.EventID, "attempt", r.AttemptNumber), r),
 		leaseEnds: claimedAt.Add(d.cfg.Lease),
 		running:   true,
 	}
@@ -545,7 +551,7 @@ func (d *Dispatcher) handle(r pgcall.ClaimedDelivery, claimedAt time.Time) {
 	tr := d.transports[r.Destination]
 	d.inTransport.Add(1)
 	began := time.Now()
-	res, err := safeDeliver(dctx, tr, delivery)
+	res, err := d.deliverTraced(dctx, tr, delivery)
 	elapsed := time.Since(began)
 	d.inTransport.Add(-1)
 	d.releaseSend(r.Destination)
@@ -633,6 +639,7 @@ func Verify(r pgcall.ClaimedDelivery) (wire.Delivery, string) {
 		AttemptNumber: r.AttemptNumber, ExpectedReceiptType: r.ExpectedReceiptType,
 		ExpectedReceiptSchemaVersion: r.ExpectedReceiptSchemaVersion, Envelope: c,
 		EnvelopeDigestAlgorithmVersion: r.EventEnvelopeDigestAlgorithmVersion, EnvelopeSHA256: r.EventEnvelopeSHA256,
+		TraceParent: r.TraceParent, TraceState: r.TraceState,
 	}
 	if r.RequiredProjectionName != nil {
 		d.RequiredProjectionName = *r.RequiredProjectionName
