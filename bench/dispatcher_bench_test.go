@@ -142,7 +142,7 @@ func dispBenchStart(b *testing.B, dsn string, cfg *config.Config, trs map[string
 		b.Fatal(err)
 	}
 	m := metrics.New()
-	d, err := dispatcher.New(dispatcher.Options{Config: cfg, Pool: pool, Transports: trs, Metrics: m,
+	d, err := dispatcher.New(pool, cfg, dispatcher.Options{Transports: trs, Metrics: m,
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)

@@ -8,13 +8,13 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oceanway/pgoutbox/internal/config"
 	"github.com/oceanway/pgoutbox/internal/metrics"
-	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/failpoint"
 	"github.com/oceanway/pgoutbox/transport"
 	"github.com/oceanway/pgoutbox/wire"
 )
@@ -55,11 +55,29 @@ func PoolConfig(cfg *config.Config, dsn string) (*pgxpool.Config, error) {
 	return pc, nil
 }
 
+// ProcessOptions are what a program running the dispatcher process adds to the configuration
+// file (all optional; the zero value is the plain binary).
+type ProcessOptions struct {
+	// InProcess holds the consumers of destinations configured with transport "inprocess".
+	InProcess map[string]wire.Consumer
+	// Custom holds the program's own transports of destinations configured with transport
+	// "custom".
+	Custom map[string]transport.Transport
+	// Hooks, when set, reads the environment and returns the hook the dispatcher runs with
+	// (Options.Hook) or an error that refuses the start. Only test builds set it (cmd/dispatcher
+	// built with -tags failpoints); without it, PGOUTBOX_FAILPOINTS in the environment refuses
+	// the start.
+	Hooks func(env Env, production bool) (func(point string), error)
+}
+
+// EnvFailpoints names the test-only failpoints of a test build (internal/pgoutboxtest/failpoint);
+// a dispatcher built without them refuses to start when it is set.
+const EnvFailpoints = "PGOUTBOX_FAILPOINTS"
+
 // Process is the whole dispatcher process minus signal handling (cmd/dispatcher is a thin
 // wrapper): parse flags, load and validate the config, connect, refuse an unsafe start, serve
-// metrics and run until ctx is cancelled, then drain. inProcess registers in-process consumers
-// for programs that embed the dispatcher (nil for the binary). It returns the exit code.
-func Process(ctx context.Context, args []string, env config.Env, stderr io.Writer, inProcess map[string]wire.Consumer) int {
+// metrics and run until ctx is cancelled, then drain. It returns the exit code.
+func Process(ctx context.Context, args []string, env Env, stderr io.Writer, po ProcessOptions) int {
 	fs := flag.NewFlagSet("dispatcher", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "path of the TOML configuration file (default $PGOUTBOX_CONFIG)")
@@ -82,9 +100,16 @@ func Process(ctx context.Context, args []string, env config.Env, stderr io.Write
 		return ExitRefused
 	}
 	log := NewLogger(stderr, cfg.LogLevel)
-	// Test-only failpoints (T-3): refused unless PGOUTBOX_TEST_MODE=1 and not in production.
-	if err := failpoint.Configure(env, cfg.Mode == config.ModeProduction); err != nil {
-		log.Error("refusing to start", "error", err.Error())
+	// Test-only hooks (T-3): a test build configures them (and refuses them outside test mode);
+	// any other build refuses an environment that asks for them.
+	var hook func(string)
+	if po.Hooks != nil {
+		if hook, err = po.Hooks(env, cfg.Mode == config.ModeProduction); err != nil {
+			log.Error("refusing to start", "error", err.Error())
+			return ExitRefused
+		}
+	} else if v, _ := env(EnvFailpoints); strings.TrimSpace(v) != "" {
+		log.Error("refusing to start", "error", EnvFailpoints+" is set but this dispatcher is built without failpoints (they exist only in test builds: go build -tags failpoints)")
 		return ExitRefused
 	}
 	dsn, err := config.DatabaseURL(env)
@@ -104,10 +129,17 @@ func Process(ctx context.Context, args []string, env config.Env, stderr io.Write
 	}
 	defer pool.Close()
 
-	trs, err := transport.Build(cfg, inProcess)
+	trs, err := transport.Build(cfg, po.InProcess)
 	if err != nil {
 		log.Error("refusing to start", "error", err.Error())
 		return ExitRefused
+	}
+	for name, t := range po.Custom {
+		if d, ok := cfg.Destinations[name]; !ok || d.Transport != config.TransportCustom {
+			log.Error("refusing to start", "error", "custom transport given for "+name+", which is not configured with transport custom")
+			return ExitRefused
+		}
+		trs[name] = t
 	}
 	defer func() {
 		for _, t := range trs {
@@ -116,7 +148,7 @@ func Process(ctx context.Context, args []string, env config.Env, stderr io.Write
 	}()
 	m := metrics.New()
 	m.Registry.MustRegister(metrics.NewRedeliveries(pool, cfg.StatementTimeout)) // R-AK-10
-	d, err := New(Options{Config: cfg, Pool: pool, Transports: trs, Metrics: m, Logger: log})
+	d, err := New(pool, cfg, Options{Transports: trs, Metrics: m, Logger: log, Hook: hook})
 	if err != nil {
 		log.Error("refusing to start", "error", err.Error())
 		return ExitRefused

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/failpoint"
 )
 
 // outcomeResult is what a delivery waiting for its outcome gets back.
@@ -166,36 +165,31 @@ func (b *batcher[T]) pending() int {
 
 // pending is the number of outcomes waiting in open groups.
 func (o *outcomeBatchers) pending() int {
-	return o.acks.pending() + o.retries.pending() + o.quarantines.pending()
+	n := 0
+	for _, b := range o {
+		n += b.pending()
+	}
+	return n
 }
 
-// outcomeBatchers are the dispatcher's three batchers.
-type outcomeBatchers struct {
-	acks        *batcher[pgcall.AckItem]
-	retries     *batcher[pgcall.RetryItem]
-	quarantines *batcher[pgcall.QuarantineItem]
-}
+// outcomeBatchers are the dispatcher's batchers, one per outcome kind (kinds.go).
+type outcomeBatchers [numKinds]*batcher[outcomeItem]
+
+// maxGroup is the most items one grouped call carries: the kernel's bound per call.
+const maxGroup = 1000
 
 func (d *Dispatcher) newBatchers() {
-	maxItems := min(max(d.cfg.BatchSize, 1), 1000) // 1000: the kernel's bound per call
 	idle := func() bool { return d.delivering.Load() == 0 }
 	calls := outcomeCallsInFlight(d.cfg.DBMaxConns)
-	d.out.acks = &batcher[pgcall.AckItem]{op: "ack", interval: d.cfg.OutcomeFlushInterval, max: maxItems, idle: idle, maxCalls: calls,
-		call: func(g []pendingOutcome[pgcall.AckItem]) []outcomeResult {
-			return batchCall(d, "ack", g, d.ackBatch)
-		}}
-	d.out.retries = &batcher[pgcall.RetryItem]{op: "retry", interval: d.cfg.OutcomeFlushInterval, max: maxItems, idle: idle, maxCalls: calls,
-		call: func(g []pendingOutcome[pgcall.RetryItem]) []outcomeResult {
-			return batchCall(d, "retry", g, func(ctx context.Context, items []pgcall.RetryItem) ([]pgcall.ItemOutcome, error) {
-				return pgcall.RetryDeliveries(ctx, d.pool, items)
-			})
-		}}
-	d.out.quarantines = &batcher[pgcall.QuarantineItem]{op: "quarantine", interval: d.cfg.OutcomeFlushInterval, max: maxItems, idle: idle, maxCalls: calls,
-		call: func(g []pendingOutcome[pgcall.QuarantineItem]) []outcomeResult {
-			return batchCall(d, "quarantine", g, func(ctx context.Context, items []pgcall.QuarantineItem) ([]pgcall.ItemOutcome, error) {
-				return pgcall.QuarantineDeliveries(ctx, d.pool, items)
-			})
-		}}
+	for k := range outcomeKinds {
+		kind := &outcomeKinds[k]
+		d.out[k] = &batcher[outcomeItem]{op: kind.op, interval: d.cfg.OutcomeFlushInterval, max: maxGroup, idle: idle, maxCalls: calls,
+			call: func(g []pendingOutcome[outcomeItem]) []outcomeResult {
+				return batchCall(d, kind.op, g, func(ctx context.Context, items []outcomeItem) ([]pgcall.ItemOutcome, error) {
+					return d.groupCall(ctx, kind, items)
+				})
+			}}
+	}
 }
 
 // outcomeCallsInFlight is how many batch calls of one kind (ack, retry, quarantine) may run at
@@ -206,53 +200,88 @@ func outcomeCallsInFlight(dbMaxConns int) int {
 
 // kickAll records every open group now (no delivery is running any more).
 func (d *Dispatcher) kickAll(except kicker) {
-	for _, k := range []kicker{d.out.acks, d.out.retries, d.out.quarantines} {
-		if k != except {
-			k.kick()
+	for _, b := range d.out {
+		if kicker(b) != except {
+			b.kick()
 		}
 	}
 }
 
 // leave marks j as no longer running (its outcome is about to be recorded, or it ends without
 // one). It reports whether j was the last running delivery.
+//
+// It also gives back j's place in the pipeline at once (issue 36 item 3), so that the next
+// claim does not wait for j's outcome group to be recorded: outcome groups then grow with the
+// load instead of being capped by the pipeline's capacity. At most maxAwaiting deliveries wait
+// for their outcome that way; beyond that a delivery keeps its place until its outcome is
+// recorded (back-pressure when the database records outcomes slower than they arrive).
 func (d *Dispatcher) leave(j *job) bool {
 	if !j.running {
 		return false
 	}
 	j.running = false
+	if d.awaiting.Add(1) <= maxAwaiting {
+		j.early = true
+		if j.releaseSlot != nil {
+			j.releaseSlot()
+		}
+	} else {
+		d.awaiting.Add(-1)
+	}
 	return d.delivering.Add(-1) == 0
 }
 
-// record hands one outcome to its batcher and waits for it; when the batcher answers single
-// (a group of one, or a batch that failed as a whole) it records it with the one-row call,
-// retrying transient database errors as outcomeCall does.
-func record[T any](d *Dispatcher, j *job, b *batcher[T], item T, one func(ctx context.Context) (string, error)) (string, error) {
-	r := b.submit(item, j.fence, func() bool { return d.leave(j) }, func() { d.kickAll(b) })
-	if !r.single {
-		return r.outcome, r.err
+// maxAwaiting bounds the deliveries that gave back their place in the pipeline while their
+// outcome waits in a group (leave): one full group.
+const maxAwaiting = maxGroup
+
+// record hands j's outcome of kind k to its batcher and waits for it; when the batcher answers
+// single (a group of one, or a group call that failed as a whole), or the item cannot travel in
+// a group, it records it with the one-row call, retrying transient database errors as
+// outcomeCall does.
+func (d *Dispatcher) record(j *job, k int, it outcomeItem) (string, error) {
+	kind := &outcomeKinds[k]
+	if kind.groupable == nil || kind.groupable(it) {
+		b := d.out[k]
+		r := b.submit(it, j.fence, func() bool { return d.leave(j) }, func() { d.kickAll(b) })
+		if !r.single {
+			return r.outcome, r.err
+		}
+	} else if d.leave(j) {
+		d.kickAll(nil)
 	}
 	var out string
-	err := d.outcomeCall(j, b.op, func(ctx context.Context) error {
+	err := d.outcomeCall(j, kind.op, func(ctx context.Context) error {
 		var err error
-		out, err = one(ctx)
+		out, err = kind.one(ctx, d.pool, it)
 		return err
 	})
 	return out, err
 }
 
-// recordSingle records one outcome with the one-row call, outside any group (an item the batch
-// document could not carry).
-func (d *Dispatcher) recordSingle(j *job, op string, one func(ctx context.Context) (string, error)) (string, error) {
-	if d.leave(j) {
-		d.kickAll(nil)
+// groupCall runs kind's grouped call. With a hook set (tests only) and a hook point for the kind,
+// the call runs inside an explicit transaction so that the hook can kill the process after the
+// statement returned its rows and before its commit (T-3, R-AK-9: all or nothing).
+func (d *Dispatcher) groupCall(ctx context.Context, kind *outcomeKind, items []outcomeItem) ([]pgcall.ItemOutcome, error) {
+	if d.hookFn == nil || kind.hookInGroup == "" {
+		return kind.group(ctx, d.pool, items)
 	}
-	var out string
-	err := d.outcomeCall(j, op, func(ctx context.Context) error {
-		var err error
-		out, err = one(ctx)
-		return err
-	})
-	return out, err
+	tx, err := d.pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	outs, err := kind.group(ctx, tx, items)
+	if err != nil {
+		return nil, err
+	}
+	deliveries := make([]string, len(items))
+	for i, it := range items {
+		deliveries[i] = it.fence.Destination + "/" + it.fence.EventID
+	}
+	d.log.Info("test mode: grouped "+kind.op+" call returned; its transaction is not committed yet", "items", len(items), "deliveries", deliveries)
+	d.hook(kind.hookInGroup)
+	return outs, tx.Commit(ctx)
 }
 
 // batchCall records a group of two or more items with one batch call. Like outcomeCall, it waits
@@ -318,29 +347,4 @@ func itemError(op string, o pgcall.ItemOutcome) error {
 		return fmt.Errorf("%s deliveries: %w", op, err)
 	}
 	return nil
-}
-
-// ackBatch calls ack_deliveries. With failpoints armed (tests only) the call runs inside an
-// explicit transaction so that the during_batch_ack failpoint can kill the process after the
-// statement returned its rows and before its commit (T-3, R-AK-9: all or nothing).
-func (d *Dispatcher) ackBatch(ctx context.Context, items []pgcall.AckItem) ([]pgcall.ItemOutcome, error) {
-	if !failpoint.Armed() {
-		return pgcall.AckDeliveries(ctx, d.pool, items)
-	}
-	tx, err := d.pool.Begin(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	outs, err := pgcall.AckDeliveries(ctx, tx, items)
-	if err != nil {
-		return nil, err
-	}
-	deliveries := make([]string, len(items))
-	for i, it := range items {
-		deliveries[i] = it.Destination + "/" + it.EventID
-	}
-	d.log.Info("test mode: ack_deliveries returned; its transaction is not committed yet", "items", len(items), "deliveries", deliveries)
-	failpoint.Inject(failpoint.DuringBatchAck)
-	return outs, tx.Commit(ctx)
 }

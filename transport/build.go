@@ -8,9 +8,11 @@ import (
 	"github.com/oceanway/pgoutbox/wire"
 )
 
-// Build creates one transport per configured destination. inProcess holds the consumers an
-// embedding program registers for destinations with transport "inprocess"; a configured
-// in-process destination without one is an error (so is a registered consumer nobody configured).
+// Build creates the built-in transport of every configured destination. inProcess holds the
+// consumers an embedding program registers for destinations with transport "inprocess"; a
+// configured in-process destination without one is an error (so is a registered consumer nobody
+// configured). Destinations with transport "custom" are left out: the embedding program adds its
+// own transport for them to the map it passes to dispatcher.New.
 func Build(cfg *config.Config, inProcess map[string]wire.Consumer) (map[string]Transport, error) {
 	out := make(map[string]Transport, len(cfg.Destinations))
 	closeAll := func() {
@@ -22,6 +24,8 @@ func Build(cfg *config.Config, inProcess map[string]wire.Consumer) (map[string]T
 	for _, name := range cfg.DestinationNames() {
 		d := cfg.Destinations[name]
 		switch d.Transport {
+		case config.TransportCustom:
+			continue
 		case config.TransportInProcess:
 			if _, ok := inProcess[name]; !ok {
 				closeAll()

@@ -51,12 +51,6 @@ type JetStream struct {
 	receipts atomic.Pointer[receipt.Catalog]
 }
 
-// ReceiptCatalogUser is a transport that builds receipts itself (JetStream): the dispatcher hands
-// it the receipt catalog it loaded at preflight.
-type ReceiptCatalogUser interface {
-	SetReceiptCatalog(c *receipt.Catalog)
-}
-
 // SetReceiptCatalog sets the catalog broker receipts are built with.
 func (j *JetStream) SetReceiptCatalog(c *receipt.Catalog) { j.receipts.Store(c) }
 

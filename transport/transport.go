@@ -51,12 +51,6 @@ func LoadCodes(ctx context.Context, db pgcall.DBTX) (*Codes, error) {
 	return NewCodes(rows), nil
 }
 
-// CodesUser is a transport that classifies error answers itself (HTTP): the dispatcher hands it
-// the codes it loaded at preflight.
-type CodesUser interface {
-	SetCodes(c *Codes)
-}
-
 // Retryable reports whether code is a known retryable code (false on a nil Codes).
 func (c *Codes) Retryable(code string) bool {
 	if c == nil {

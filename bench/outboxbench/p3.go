@@ -128,7 +128,7 @@ func runP3(ctx context.Context, o options, dsn string, admin *pgx.Conn, prods []
 	}
 	defer pool.Close()
 	m := metrics.New()
-	d, err := dispatcher.New(dispatcher.Options{Config: &cfg, Pool: pool, Transports: trs, Metrics: m,
+	d, err := dispatcher.New(pool, &cfg, dispatcher.Options{Transports: trs, Metrics: m,
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	if err != nil {
 		return "", err

@@ -20,8 +20,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-
-	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/failpoint"
 )
 
 const usage = `usage: outboxctl [-db URL] COMMAND
@@ -99,9 +97,10 @@ func main() {
 	if *dsn == "" {
 		*dsn = os.Getenv("DATABASE_URL")
 	}
-	// Test-only failpoints (SPEC T-10: kill -9 of the cutover caller between its steps); refused
-	// unless PGOUTBOX_TEST_MODE=1, a no-op when PGOUTBOX_FAILPOINTS is unset.
-	if err := failpoint.Configure(os.LookupEnv, false); err != nil {
+	// Test-only failpoints (SPEC T-10: kill -9 of the cutover caller between its steps): only a
+	// test build has them (-tags failpoints), and refuses them unless PGOUTBOX_TEST_MODE=1; any
+	// other build refuses PGOUTBOX_FAILPOINTS. A no-op when it is unset.
+	if err := configureHooks(os.LookupEnv); err != nil {
 		fmt.Fprintln(os.Stderr, "outboxctl:", err)
 		os.Exit(2)
 	}

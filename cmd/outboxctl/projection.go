@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/failpoint"
 )
 
 // runProjection: projection versions (SPEC §11b, docs/projection-versions.md). Each subcommand
@@ -100,7 +99,7 @@ func runProjection(ctx context.Context, dsn string, args []string, out io.Writer
 		if err != nil {
 			return err
 		}
-		failpoint.Inject(failpoint.ProjectionAfterBuild)
+		hook(projectionAfterBuild)
 		fmt.Fprintf(out, "build %s of %s@%d\ntoken %s (pass it to the builder; a later build rotates it)\n", b.BuildID, args[1], v, b.BuildToken)
 		return nil
 	case args[0] == "digest" && len(args) == 3:
@@ -168,7 +167,7 @@ func runProjection(ctx context.Context, dsn string, args []string, out io.Writer
 		if err != nil {
 			return err
 		}
-		failpoint.Inject(failpoint.ProjectionAfterFreeze)
+		hook(projectionAfterFreeze)
 		fmt.Fprintf(out, "boundary %s %s\ntoken %s (the old token is void)\n", b.BoundaryID, b.BoundarySHA256, b.BuildToken)
 		return nil
 	case (args[0] == "pause" && len(args) == 3) || (args[0] == "resume" && len(args) == 2):
@@ -180,7 +179,7 @@ func runProjection(ctx context.Context, dsn string, args []string, out io.Writer
 		if args[0] == "pause" {
 			err = pgcall.PauseDestinationClaims(ctx, conn, args[1], args[2])
 			if err == nil {
-				failpoint.Inject(failpoint.ProjectionAfterPause)
+				hook(projectionAfterPause)
 			}
 		} else {
 			err = pgcall.ResumeDestinationClaims(ctx, conn, args[1])
@@ -206,7 +205,7 @@ func runProjection(ctx context.Context, dsn string, args []string, out io.Writer
 		if err != nil {
 			return err
 		}
-		failpoint.Inject(failpoint.ProjectionAfterCutover)
+		hook(projectionAfterCutover)
 		printCutover(out, r)
 		return nil
 	case args[0] == "rollback" && len(args) == 7:
@@ -316,7 +315,7 @@ func runRollback(ctx context.Context, dsn, name string, version int, q pgcall.Qu
 	if err != nil {
 		return fmt.Errorf("rollback build: %w", err)
 	}
-	failpoint.Inject(failpoint.ProjectionAfterBuild)
+	hook(projectionAfterBuild)
 	fmt.Fprintf(out, "rollback build %s of %s@%d\n", b.BuildID, name, version)
 	handOut := func(token string) (int, error) {
 		n := 0
@@ -339,7 +338,7 @@ func runRollback(ctx context.Context, dsn, name string, version int, q pgcall.Qu
 	if err != nil {
 		return fmt.Errorf("rollback freeze: %w", err)
 	}
-	failpoint.Inject(failpoint.ProjectionAfterFreeze)
+	hook(projectionAfterFreeze)
 	late, err := handOut(fz.BuildToken)
 	if err != nil {
 		return err
@@ -349,7 +348,7 @@ func runRollback(ctx context.Context, dsn, name string, version int, q pgcall.Qu
 	if err != nil {
 		return fmt.Errorf("rollback cutover: %w", err)
 	}
-	failpoint.Inject(failpoint.ProjectionAfterCutover)
+	hook(projectionAfterCutover)
 	printCutover(out, r)
 	if r.Result != pgcall.CutoverSwitched {
 		return errRollbackBlocked

@@ -34,6 +34,9 @@ const (
 	TransportInProcess = "inprocess"
 	TransportHTTP      = "http"
 	TransportJetStream = "jetstream"
+	// TransportCustom: the program that embeds the dispatcher supplies the destination's
+	// transport (dispatcher.Options.Transports); the file configures nothing else for it.
+	TransportCustom = "custom"
 )
 
 // Authentication schemes of the network transports.
@@ -178,7 +181,7 @@ func Defaults() Config {
 		StatsInterval:    10 * time.Second,
 		LogLevel:         "info",
 
-		OutcomeFlushInterval: 2 * time.Millisecond,
+		OutcomeFlushInterval: 20 * time.Millisecond,
 	}
 }
 
@@ -322,7 +325,7 @@ func destinationKeysNotApplying(transport string) []string {
 		return jsKeys
 	case TransportJetStream:
 		return httpKeys
-	case TransportInProcess:
+	case TransportInProcess, TransportCustom:
 		return append(append(httpKeys, jsKeys...), netKeys...)
 	}
 	return nil
@@ -538,6 +541,8 @@ func (c *Config) validateDestination(name string, d Destination) []error {
 		if c.Mode == ModeProduction {
 			add(".transport = \"inprocess\" is a development transport, refused in production mode (R-DP-6)")
 		}
+	case TransportCustom:
+		// Supplied by the embedding program; dispatcher.New refuses a destination without one.
 	case TransportHTTP:
 		u, err := url.Parse(d.URL)
 		switch {
@@ -578,9 +583,9 @@ func (c *Config) validateDestination(name string, d Destination) []error {
 		}
 		network(AuthToken)
 	case "":
-		add(".transport is required (%s, %s or %s)", TransportInProcess, TransportHTTP, TransportJetStream)
+		add(".transport is required (%s, %s, %s or %s)", TransportInProcess, TransportHTTP, TransportJetStream, TransportCustom)
 	default:
-		add(".transport = %q: must be %s, %s or %s", d.Transport, TransportInProcess, TransportHTTP, TransportJetStream)
+		add(".transport = %q: must be %s, %s, %s or %s", d.Transport, TransportInProcess, TransportHTTP, TransportJetStream, TransportCustom)
 	}
 	return errs
 }

@@ -52,7 +52,7 @@ func TestValidConfigAndDefaults(t *testing.T) {
 		t.Fatalf("valid config refused: %v", err)
 	}
 	if cfg.BatchSize != 32 || cfg.Lease != 30*time.Second || !cfg.LeaseRenewal || cfg.RenewFraction != 0.5 ||
-		cfg.OutcomeFlushInterval != 2*time.Millisecond {
+		cfg.OutcomeFlushInterval != 20*time.Millisecond {
 		t.Fatalf("defaults not applied: %+v", cfg)
 	}
 	d := cfg.Destinations["metering_input_processor"]
@@ -137,7 +137,7 @@ func TestDestinationBoundsRejected(t *testing.T) {
 		{"no destinations", "mode = \"development\"\n", "at least one [destinations.<name>] table is required"},
 		{"bad destination name", "mode=\"development\"\n[destinations.Bad]\ntransport=\"http\"\nurl=\"http://x\"\n", "destination name must match"},
 		{"missing transport", "mode=\"development\"\n[destinations.d]\n", ".transport is required"},
-		{"unknown transport", "mode=\"development\"\n[destinations.d]\ntransport=\"grpc\"\n", `.transport = "grpc": must be inprocess, http or jetstream`},
+		{"unknown transport", "mode=\"development\"\n[destinations.d]\ntransport=\"grpc\"\n", `.transport = "grpc": must be inprocess, http, jetstream or custom`},
 		{"http without url", "mode=\"development\"\n[destinations.d]\ntransport=\"http\"\n", ".url is required for transport http"},
 		{"http bad scheme", "mode=\"development\"\n[destinations.d]\ntransport=\"http\"\nurl=\"ftp://x/y\"\n", "must be an absolute http:// or https:// URL"},
 		{"http credentials in url", "mode=\"development\"\n[destinations.d]\ntransport=\"http\"\nurl=\"http://u:p@x/y\"\n", "credentials in the URL are refused"},

@@ -145,3 +145,81 @@ func dpCounterSum(t *testing.T, m *metrics.Metrics, name string) float64 {
 	}
 	return dpSample(idx, name, nil)
 }
+
+// Issue 36 item 3: outcome groups grow with the load. A backlog is delivered to a consumer that
+// answers at once; a delivery gives back its claim capacity when it hands its outcome over, so
+// claims keep going while groups fill (up to 1000 items, or outcome_flush_interval). The acks
+// travel in calls that carry tens of outcomes each on average (never one call per delivery), and
+// every delivery is acknowledged exactly once, on its first attempt.
+func TestDispatcherOutcomeGroupsGrowWithLoad(t *testing.T) {
+	t.Parallel()
+	const n = 400
+	db := dispatcherfix.Setup(t)
+	for range n {
+		db.AppendMetering(t)
+	}
+	c := dispatcherfix.NewConsumer(func(int, wire.Delivery) dispatcherfix.Reply { return dispatcherfix.Reply{Kind: "ack"} })
+	cfg := dispatcherfix.Config("dp-groups", dpOneDest(dispatcherfix.MeteringDest))
+	cfg.Concurrency, cfg.BatchSize, cfg.Prefetch = 16, 100, 100
+	cfg.OutcomeFlushInterval = 50 * time.Millisecond
+	r := dispatcherfix.Start(t, db, cfg, map[string]transport.Transport{dispatcherfix.MeteringDest: transport.NewInProcess(map[string]wire.Consumer{dispatcherfix.MeteringDest: c})})
+	acked := func() int {
+		return db.Count(t, `SELECT count(*)::int FROM outbox.outbox_deliveries WHERE destination = $1 AND status = 'acknowledged'`, dispatcherfix.MeteringDest)
+	}
+	dispatcherfix.Eventually(t, "the backlog acknowledged", func() bool { return acked() == n })
+	calls, items := dpOutcomeCalls(t, r.M, "ack")
+	t.Logf("%d acks in %d ack calls (%.1f per call)", int(items), calls, items/float64(calls))
+	if items != n {
+		t.Fatalf("ack outcomes carried: %g, want %d", items, n)
+	}
+	if calls*10 > n {
+		t.Errorf("%d ack calls for %d acks: groups average under 10 outcomes", calls, n)
+	}
+	if got := db.Count(t, `SELECT count(*)::int FROM outbox.outbox_delivery_attempt_starts WHERE destination = $1`, dispatcherfix.MeteringDest); got != n {
+		t.Errorf("%d attempts for %d deliveries: something was delivered twice", got, n)
+	}
+}
+
+// Issue 36 item 3: a lone outcome is recorded within outcome_flush_interval even while another
+// delivery is still running (so the group is not flushed as idle): the consumer holds the first
+// delivery; a second one, appended once the first is held, is acknowledged with a call of its
+// own while the first is still held.
+func TestDispatcherLoneOutcomeFlushedByInterval(t *testing.T) {
+	t.Parallel()
+	db := dispatcherfix.Setup(t)
+	held := db.AppendMetering(t)
+	release := make(chan struct{})
+	holding := make(chan struct{})
+	var once sync.Once
+	c := dispatcherfix.NewConsumer(func(_ int, d wire.Delivery) dispatcherfix.Reply {
+		if d.EventID == held {
+			once.Do(func() { close(holding) })
+			return dispatcherfix.Reply{Kind: "ack", Wait: release}
+		}
+		return dispatcherfix.Reply{Kind: "ack"}
+	})
+	cfg := dispatcherfix.Config("dp-lone", dpOneDest(dispatcherfix.MeteringDest))
+	cfg.Concurrency, cfg.BatchSize = 4, 4
+	cfg.OutcomeFlushInterval = 50 * time.Millisecond
+	r := dispatcherfix.Start(t, db, cfg, map[string]transport.Transport{dispatcherfix.MeteringDest: transport.NewInProcess(map[string]wire.Consumer{dispatcherfix.MeteringDest: c})})
+	select {
+	case <-holding: // barrier: the first delivery is in the consumer
+	case <-time.After(60 * time.Second): // only keeps a broken test from hanging
+		close(release)
+		t.Fatal("the first delivery never reached the consumer")
+	}
+	lone := db.AppendMetering(t)
+	dispatcherfix.Eventually(t, "lone delivery acknowledged while the other is held", func() bool {
+		return db.Status(t, dispatcherfix.MeteringDest, lone) == "acknowledged"
+	})
+	if s := db.Status(t, dispatcherfix.MeteringDest, held); s == "acknowledged" {
+		t.Fatalf("held delivery is %s before its consumer answered", s)
+	}
+	if calls, items := dpOutcomeCalls(t, r.M, "ack"); calls != 1 || items != 1 {
+		t.Errorf("lone ack: %d calls carrying %g outcomes, want one call of one", calls, items)
+	}
+	close(release)
+	dispatcherfix.Eventually(t, "held delivery acknowledged", func() bool {
+		return db.Status(t, dispatcherfix.MeteringDest, held) == "acknowledged"
+	})
+}

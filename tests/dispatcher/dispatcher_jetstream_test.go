@@ -142,7 +142,8 @@ func TestDispatcherJetStreamLostPubAckDeduplicated(t *testing.T) {
 	})
 	cfg := dispatcherfix.Config("dp-js", map[string]config.Destination{dpBrokerDest: {Transport: config.TransportJetStream, NATSURL: url,
 		Subject: dpSubject, Stream: dpStream, Timeout: 5 * time.Second, Auth: config.AuthNone}})
-	dispatcherfix.Start(t, db, cfg, map[string]transport.Transport{dpBrokerDest: lossy})
+	// The wrapper still builds broker receipts (it passes JetStream's on): it says so.
+	dispatcherfix.Start(t, db, cfg, map[string]transport.Transport{dpBrokerDest: receiptBuilding{Func: lossy, kind: inner.ReceiptKind()}})
 
 	ev := db.AppendMetering(t)
 	dispatcherfix.Eventually(t, "broker delivery acknowledged", func() bool { return db.Status(t, dpBrokerDest, ev) == "acknowledged" })

@@ -437,18 +437,31 @@ func TestDispatcherSurvivesConnectionLoss(t *testing.T) {
 }
 
 // R-DP-6: no active delivery set, or a configured destination the database does not know, or a
+// receiptBuilding is a transport that builds receipts of kind itself (transport.ReceiptBuilder).
+type receiptBuilding struct {
+	transport.Func
+	kind string
+}
+
+func (r receiptBuilding) ReceiptKind() string { return r.kind }
+
 // JetStream transport on a non-broker destination: the dispatcher refuses to start.
 func TestDispatcherPreflightRefusesUnsafeStart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
+	builds := "" // the receipt kind the transports build themselves ("" : none)
 	mk := func(dsn string, cfg *config.Config) error {
 		pc, _ := dispatcher.PoolConfig(cfg, dsn)
 		pool := dispatcherfix.Pool(t, pc)
 		trs := map[string]transport.Transport{}
 		for n := range cfg.Destinations {
-			trs[n] = transport.Func(func(context.Context, wire.Delivery) (wire.Result, error) { return wire.Result{}, nil })
+			f := transport.Func(func(context.Context, wire.Delivery) (wire.Result, error) { return wire.Result{}, nil })
+			trs[n] = f
+			if builds != "" {
+				trs[n] = receiptBuilding{Func: f, kind: builds}
+			}
 		}
-		d, err := dispatcher.New(dispatcher.Options{Config: cfg, Pool: pool, Transports: trs})
+		d, err := dispatcher.New(pool, cfg, dispatcher.Options{Transports: trs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -465,10 +478,13 @@ func TestDispatcherPreflightRefusesUnsafeStart(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "destination not_a_destination is not registered") {
 		t.Fatalf("unknown destination: %v", err)
 	}
-	js := map[string]config.Destination{dispatcherfix.MeteringDest: {Transport: config.TransportJetStream, NATSURL: "nats://127.0.0.1:1", Subject: "a.b", Timeout: time.Second, Auth: config.AuthNone}}
-	err = mk(db.Dsn, dispatcherfix.Config("dp-pre", js))
-	if err == nil || !strings.Contains(err.Error(), "uses transport jetstream but its receipt kind is metering_input_processor") {
-		t.Fatalf("jetstream on a consumer destination: %v", err)
+	// No transport is a special case (issue 39): a transport that builds its own receipts
+	// (transport.ReceiptBuilder, as JetStream does) must serve a destination of that kind.
+	builds = transport.BrokerReceiptKind
+	err = mk(db.Dsn, dispatcherfix.Config("dp-pre", dpOneDest(dispatcherfix.MeteringDest)))
+	builds = ""
+	if err == nil || !strings.Contains(err.Error(), "its transport builds broker_publication receipts but the destination's receipt kind is metering_input_processor") {
+		t.Fatalf("a broker-receipt transport on a consumer destination: %v", err)
 	}
 	if err := mk(db.Dsn, dispatcherfix.Config("dp-pre", dpOneDest(dispatcherfix.MeteringDest))); err != nil {
 		t.Fatalf("valid preflight refused: %v", err)

@@ -215,7 +215,7 @@ func TestDispatcherReadyzWithoutActiveDeliverySet(t *testing.T) {
 	cfg := dispatcherfix.Config("dp-ready", dpOneDest(dispatcherfix.MeteringDest))
 	pc, _ := dispatcher.PoolConfig(cfg, dsn)
 	pool := dispatcherfix.Pool(t, pc)
-	d, err := dispatcher.New(dispatcher.Options{Config: cfg, Pool: pool, Transports: map[string]transport.Transport{
+	d, err := dispatcher.New(pool, cfg, dispatcher.Options{Transports: map[string]transport.Transport{
 		dispatcherfix.MeteringDest: transport.Func(func(context.Context, wire.Delivery) (wire.Result, error) { return wire.Result{}, nil })}})
 	if err != nil {
 		t.Fatal(err)

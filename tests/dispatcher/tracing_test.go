@@ -47,7 +47,7 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 func spanAttr(s sdktrace.ReadOnlySpan, key string) string {
 	for _, a := range s.Attributes() {
 		if string(a.Key) == key {
-			return a.Value.Emit()
+			return a.Value.String()
 		}
 	}
 	return ""
@@ -122,7 +122,7 @@ func TestTracingFollowsOneEventThroughARetry(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 	dispLog := &syncBuffer{}
-	d, err := dispatcher.New(dispatcher.Options{Config: cfg, Pool: pool, Transports: map[string]transport.Transport{dest: h},
+	d, err := dispatcher.New(pool, cfg, dispatcher.Options{Transports: map[string]transport.Transport{dest: h},
 		Metrics: metrics.New(), Logger: slog.New(slog.NewJSONHandler(dispLog, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		TracerProvider: tp})
 	if err != nil {

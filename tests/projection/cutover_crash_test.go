@@ -56,7 +56,7 @@ func ctOutboxctl(t *testing.T) string {
 			ctErr = err
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "github.com/oceanway/pgoutbox/cmd/outboxctl")
+		cmd := exec.Command("go", "build", "-tags", "failpoints", "-o", dir+string(os.PathSeparator), "github.com/oceanway/pgoutbox/cmd/outboxctl")
 		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			ctErr = fmt.Errorf("go build: %v\n%s", err, out)

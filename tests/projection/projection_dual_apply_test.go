@@ -23,11 +23,11 @@ import (
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/consumerfix"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/projectionfix"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/readmodelfix"
-	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/scenario"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
 	"github.com/oceanway/pgoutbox/internal/readmodel"
 	"github.com/oceanway/pgoutbox/reference"
+	"github.com/oceanway/pgoutbox/reference/scenario"
 	"github.com/oceanway/pgoutbox/wire"
 )
 

@@ -11,9 +11,9 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/kernelfix"
-	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/scenario"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
+	"github.com/oceanway/pgoutbox/reference/scenario"
 )
 
 // R-OP-2, concurrency (step by step, real connections): a producer's append and a dispatcher's

@@ -23,10 +23,10 @@ import (
 	"github.com/oceanway/pgoutbox/consumer"
 	"github.com/oceanway/pgoutbox/dispatcher"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/scenario"
 	"github.com/oceanway/pgoutbox/internal/release"
 	"github.com/oceanway/pgoutbox/receipt"
 	"github.com/oceanway/pgoutbox/reference"
+	"github.com/oceanway/pgoutbox/reference/scenario"
 	"github.com/oceanway/pgoutbox/wire"
 )
 

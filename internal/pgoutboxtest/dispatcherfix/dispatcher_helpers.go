@@ -190,7 +190,7 @@ func Start(t *testing.T, db *DB, cfg *config.Config, trs map[string]transport.Tr
 	if testing.Verbose() {
 		log = slog.New(slog.NewJSONHandler(&LogWriter{T: t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	d, err := dispatcher.New(dispatcher.Options{Config: cfg, Pool: pool, Transports: trs, Metrics: m, Logger: log})
+	d, err := dispatcher.New(pool, cfg, dispatcher.Options{Transports: trs, Metrics: m, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

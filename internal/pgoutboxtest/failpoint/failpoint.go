@@ -1,8 +1,11 @@
 // Package failpoint holds the test-only failpoints of the dispatcher and of outboxctl: named
 // places in the delivery loop, or between the steps of the projection cutover protocol, where a
 // test can make the real process die by SIGKILL or stop itself (SPEC T-2, T-3, T-10, R-AK-8).
-// They are never on by default: Inject is a no-op (one atomic load) unless Configure armed them,
-// and Configure refuses to arm anything outside test mode (R-DP-6 spirit).
+// Product code never imports this package: the binaries get it only when built with -tags
+// failpoints (cmd/dispatcher/hooks_failpoints.go, cmd/outboxctl/failpoints_on.go), which the
+// crash tests do; the dispatcher calls it through its hook (dispatcher.Options.Hook). Even then
+// it is off by default: Inject is a no-op (one atomic load) unless Configure armed it, and
+// Configure refuses to arm anything outside test mode (R-DP-6 spirit).
 //
 // Arming: PGOUTBOX_TEST_MODE=1 and PGOUTBOX_FAILPOINTS="after_claim=kill,after_ack=kill@3"
 // (NAME=ACTION[@N], actions kill and pause). PGOUTBOX_FAILPOINTS without test mode makes
@@ -13,6 +16,7 @@ package failpoint
 
 import (
 	"errors"
+
 	"fmt"
 	"io"
 	"os"
@@ -22,6 +26,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/oceanway/pgoutbox/dispatcher"
 )
 
 // Environment variables read by Configure.
@@ -30,18 +36,15 @@ const (
 	EnvTestMode   = "PGOUTBOX_TEST_MODE"
 )
 
-// The dispatcher's crash windows (SPEC T-3).
+// The dispatcher's crash windows (SPEC T-3): its hook points (dispatcher/hooks.go), which a
+// dispatcher built with -tags failpoints hands to Inject.
 const (
-	BeforeClaim  = "before_claim"  // just before claim_deliveries
-	AfterClaim   = "after_claim"   // the claim returned rows; no consumer called yet
-	AfterDeliver = "after_deliver" // the consumer acknowledged (its receipt is committed); ack_delivery not called
-	AfterAck     = "after_ack"     // ack_delivery returned successfully
-	// DuringBatchAck: ack_deliveries (two or more items) ran and returned its rows inside its
-	// transaction, which is not committed yet (R-AK-9: the batch is all or nothing).
-	DuringBatchAck = "during_batch_ack"
-	// PipelinedClaim: a claim returned rows while deliveries of earlier claims were in their
-	// transport call and an outcome group was waiting for its flush (issue 21 item 1).
-	PipelinedClaim = "pipelined_claim"
+	BeforeClaim    = dispatcher.HookBeforeClaim
+	AfterClaim     = dispatcher.HookAfterClaim
+	AfterDeliver   = dispatcher.HookAfterDeliver
+	AfterAck       = dispatcher.HookAfterAck
+	DuringBatchAck = dispatcher.HookDuringBatchAck
+	PipelinedClaim = dispatcher.HookPipelinedClaim
 )
 
 // The cutover caller's crash windows (SPEC T-10, R-PV-2, R-PV-3): outboxctl projection build /

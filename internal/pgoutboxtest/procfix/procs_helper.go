@@ -31,9 +31,9 @@ import (
 
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/dispatcherfix"
-	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/scenario"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/reference"
+	"github.com/oceanway/pgoutbox/reference/scenario"
 )
 
 // Deadline bounds every wait of these suites; it only keeps a broken test from hanging.
@@ -41,10 +41,11 @@ const Deadline = 90 * time.Second
 
 type cpBins struct{ Dispatcher, refconsumer string }
 
-// Build builds both binaries into dir with one go build.
+// Build builds both binaries into dir with one go build, the dispatcher with its test-only
+// failpoints (-tags failpoints: the product build has none).
 func Build(t *testing.T, dir string) cpBins {
 	t.Helper()
-	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator),
+	cmd := exec.Command("go", "build", "-tags", "failpoints", "-o", dir+string(os.PathSeparator),
 		"github.com/oceanway/pgoutbox/cmd/dispatcher", "github.com/oceanway/pgoutbox/cmd/refconsumer")
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
 	if out, err := cmd.CombinedOutput(); err != nil {

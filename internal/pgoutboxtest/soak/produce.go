@@ -1,6 +1,6 @@
 package soak
 
-import "github.com/oceanway/pgoutbox/internal/pgoutboxtest/scenario"
+import "github.com/oceanway/pgoutbox/reference/scenario"
 
 // EventsPerRun is the size of one business run of the soak: the reference scenario
 // (internal/scenario) with identifiers unique per producer, so concurrent producers never share

@@ -28,8 +28,8 @@ import (
 	"github.com/oceanway/pgoutbox/internal/config"
 	"github.com/oceanway/pgoutbox/internal/metrics"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
-	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/scenario"
 	"github.com/oceanway/pgoutbox/reference"
+	"github.com/oceanway/pgoutbox/reference/scenario"
 	"github.com/oceanway/pgoutbox/transport"
 )
 
@@ -350,7 +350,7 @@ func (r *run) startDispatcher(ctx context.Context, n int, cs *consumers) (*insta
 		return nil, err
 	}
 	m := metrics.New()
-	d, err := dispatcher.New(dispatcher.Options{Config: cfg, Pool: pool, Transports: cs.trs, Metrics: m, Logger: r.cfg.Logger})
+	d, err := dispatcher.New(pool, cfg, dispatcher.Options{Transports: cs.trs, Metrics: m, Logger: r.cfg.Logger})
 	if err != nil {
 		pool.Close()
 		return nil, err
