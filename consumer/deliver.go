@@ -52,7 +52,7 @@ func nonRetryable(code, ref string) wire.Result {
 
 // answer logs the outcome (sanitized: ids and codes, never payloads) and returns it.
 func (c *Consumer) answer(d wire.Delivery, r wire.Result) wire.Result {
-	attrs := []any{"event_id", d.EventID, "attempt_id", d.AttemptID, "status", r.Status.String()}
+	attrs := append([]any{"event_id", d.EventID, "attempt_id", d.AttemptID, "status", r.Status.String()}, traceLogAttrs(d)...)
 	switch r.Status {
 	case wire.Acknowledged:
 		c.log.Debug("delivery acknowledged", attrs...)

@@ -57,7 +57,10 @@ func (c *Consumer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Envelope = body
-	res, _ := c.Deliver(r.Context(), d)
+	d.TraceParent, d.TraceState = traceHeaders(r.Header)
+	ctx, span := handlingSpan(r.Context(), d)
+	res, _ := c.Deliver(ctx, d)
+	endHandlingSpan(span, res)
 	switch res.Status {
 	case wire.Acknowledged:
 		writeSuccess(w, res.Ack, res.Receipt)

@@ -43,7 +43,7 @@ func (d *Dispatcher) handle(r pgcall.ClaimedDelivery, claimedAt time.Time, relea
 	j := &job{
 		r:           r,
 		fence:       pgcall.Fence{Destination: r.Destination, EventID: r.EventID, AttemptID: r.AttemptID, LeaseToken: r.LeaseToken},
-		log:         d.log.With("destination", r.Destination, "event_id", r.EventID, "attempt", r.AttemptNumber),
+		log:         withTraceLog(d.log.With("destination", r.Destination, "event_id", r.EventID, "attempt", r.AttemptNumber), r),
 		leaseEnds:   claimedAt.Add(d.cfg.Lease),
 		running:     true,
 		releaseSlot: release,
@@ -97,7 +97,7 @@ func (d *Dispatcher) handle(r pgcall.ClaimedDelivery, claimedAt time.Time, relea
 	tr := d.transports[r.Destination]
 	d.inTransport.Add(1)
 	began := time.Now()
-	res, err := safeDeliver(dctx, tr, delivery)
+	res, err := d.deliverTraced(dctx, tr, delivery)
 	elapsed := time.Since(began)
 	d.inTransport.Add(-1)
 	d.releaseSend(r.Destination)
@@ -185,6 +185,7 @@ func Verify(r pgcall.ClaimedDelivery) (wire.Delivery, string) {
 		AttemptNumber: r.AttemptNumber, ExpectedReceiptType: r.ExpectedReceiptType,
 		ExpectedReceiptSchemaVersion: r.ExpectedReceiptSchemaVersion, Envelope: c,
 		EnvelopeDigestAlgorithmVersion: r.EventEnvelopeDigestAlgorithmVersion, EnvelopeSHA256: r.EventEnvelopeSHA256,
+		TraceParent: r.TraceParent, TraceState: r.TraceState,
 	}
 	if r.RequiredProjectionName != nil {
 		d.RequiredProjectionName = *r.RequiredProjectionName

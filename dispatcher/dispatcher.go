@@ -20,11 +20,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oceanway/pgoutbox/internal/config"
 	"github.com/oceanway/pgoutbox/internal/metrics"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/receipt"
+	"github.com/oceanway/pgoutbox/tracing"
 	"github.com/oceanway/pgoutbox/transport"
 )
 
@@ -65,6 +67,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Hook, when set, is called at each hook point (hooks.go). Only tests set it.
 	Hook func(point string)
+	// TracerProvider makes the delivery spans (R-DP-7); nil: the global OpenTelemetry provider.
+	TracerProvider trace.TracerProvider
 }
 
 // Dispatcher runs the loop. Create with New, check with Preflight, run with Run.
@@ -76,6 +80,7 @@ type Dispatcher struct {
 	m          *metrics.Metrics
 	log        *slog.Logger
 	hookFn     func(point string)
+	tracer     trace.Tracer
 	dests      []string
 	destSet    map[string]bool
 
@@ -142,6 +147,7 @@ func New(pool *pgxpool.Pool, cfg *Config, o Options) (*Dispatcher, error) {
 		sendSlots: make(chan struct{}, max(1, cfg.Concurrency)),
 		destSlots: map[string]chan struct{}{}, claimedBy: map[string]*atomic.Int64{},
 	}
+	d.tracer = tracing.Tracer(o.TracerProvider)
 	// Claiming ahead needs lease renewal: a claimed delivery waiting for a transport slot keeps
 	// its lease only by renewing it.
 	if cfg.LeaseRenewal {

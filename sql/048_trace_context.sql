@@ -131,9 +131,8 @@ REVOKE ALL ON FUNCTION outbox.tg_outbox_events__immutable() FROM PUBLIC;
 DROP FUNCTION outbox.append_event(json, text, text);
 DROP FUNCTION outbox.append_events(json, text[], text[]);
 
--- outbox.append_events(events json, canonical_texts text[] DEFAULT NULL,
---                      event_envelope_sha256s text[] DEFAULT NULL,
---                      traceparent text DEFAULT NULL, tracestate text DEFAULT NULL)
+-- outbox.append_events(events json, canonical_texts text[] DEFAULT NULL, event_envelope_sha256s
+--   text[] DEFAULT NULL, traceparent text DEFAULT NULL, tracestate text DEFAULT NULL)
 --   RETURNS TABLE (event_id uuid, event_envelope_sha256 text, delivery_count int)
 --   (public, SPEC §3.2, §13, R-AP-1..7, R-AK-9, D-2, D-3; HP-1..4)
 -- Purpose: append many EventEnvelope@1 objects inside the caller's business transaction with
@@ -141,15 +140,10 @@ DROP FUNCTION outbox.append_events(json, text[], text[]);
 --   and digest rules (outbox._append_validate), the active definition's quartet frozen, one pending
 --   delivery per mandatory member, idempotent re-append of the same digest. One row per element,
 --   in input order. The deferred constraint triggers prove every delivery set at COMMIT (R-AP-5).
--- Trace context (R-DP-7): traceparent/tracestate, when given, are the W3C Trace Context of the
---   caller's request (the producer library takes them from its context.Context); they are stored
---   beside each event this call appends (outbox_events.traceparent/tracestate), never inside the
---   digested envelope, so digests, receipts and the wire body do not change. A re-append of an
---   existing event keeps the context stored first. Checked by outbox._trace_context_problem
---   before anything is written: an invalid one raises 22023. An empty tracestate is stored NULL.
+-- Trace context (R-DP-7): stored beside each new event, never in the envelope; invalid -> 22023
+--   (outbox._trace_context_problem). Notes: docs/contract.md#producing-the-sql-api
 -- Raises (any invalid element fails the whole call): OB103 no active definition / pair not
---   applicable / no mandatory member; OB105 envelope invalid, eventId reused with other content
---   or archived; OB201 not canonicalizable.
+--   applicable / no mandatory member; OB105 envelope invalid, eventId reused or archived; OB201.
 -- Design notes (hot-path predicate, plans, locking): docs/contract.md#outboxappend_events
 -- Caller: outbox_producer.
 CREATE OR REPLACE FUNCTION outbox.append_events(p_events json, p_canonical_texts text[] DEFAULT NULL::text[], p_event_envelope_sha256s text[] DEFAULT NULL::text[], p_traceparent text DEFAULT NULL::text, p_tracestate text DEFAULT NULL::text)
@@ -557,14 +551,12 @@ DROP FUNCTION outbox.claim_deliveries(text, text[], integer, interval, text);
 -- outbox.claim_deliveries(p_worker text, p_destinations text[], p_batch_size integer, p_lease interval)
 -- RETURNS TABLE(destination, consumer_name, event_id, attempt_id, lease_token, lease_expires_at, ...,
 --   event_envelope jsonb, event_envelope_sha256, event_envelope_canonical, traceparent, tracestate)
---   (columns: see CREATE below)
 --   (public, SPEC R-CL-1, R-CL-2, R-CL-5, R-CL-6, R-CL-7, R-PV-2, §13; HP-1, HP-3)
 -- Purpose: lease up to p_batch_size claimable deliveries (pending, available_at <= now) of the given
 --   destinations to p_worker, in (available_at, created_at, event_id) order, after a bounded
 --   recovery of expired leases; per-aggregate ordering and claim pauses respected; O(batch), never
 --   O(backlog). event_envelope_canonical is the verified canonical text (send it as is, P-5).
--- traceparent/tracestate: the W3C trace context stored beside the event at append (R-DP-7), NULL
---   when none; the dispatcher sends it as headers and links its delivery span to it.
+-- traceparent/tracestate: the event's W3C trace context (R-DP-7), NULL when none.
 -- Time: clock_timestamp() once per call. Run it in its own short transaction (R-CL-5).
 -- SQLSTATEs: 22023 invalid_parameter_value for a worker that is not a literal, an empty/NULL or
 --   unregistered destination, a batch size outside 1..1000, a lease outside 1 second..1 hour.

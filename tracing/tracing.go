@@ -15,18 +15,19 @@ package tracing
 
 import (
 	"context"
-	"net/http"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/oceanway/pgoutbox/wire"
 )
 
 // Header names of the W3C Trace Context (lower case, as the recommendation writes them; HTTP
 // canonicalizes them, NATS headers are read case-sensitively with these exact names).
 const (
-	HeaderTraceParent = "traceparent"
-	HeaderTraceState  = "tracestate"
+	HeaderTraceParent = wire.HeaderTraceParent
+	HeaderTraceState  = wire.HeaderTraceState
 )
 
 // ScopeName is the instrumentation scope of pgoutbox's spans.
@@ -66,18 +67,6 @@ func LinkOptions(traceparent, tracestate string, attrs ...trace.SpanStartOption)
 		attrs = append(attrs, trace.WithLinks(trace.Link{SpanContext: sc}))
 	}
 	return attrs
-}
-
-// SetHTTPHeaders sets the traceparent/tracestate request headers; it sets nothing for an empty
-// traceparent (the wire is then byte for byte what it was without tracing).
-func SetHTTPHeaders(h http.Header, traceparent, tracestate string) {
-	if traceparent == "" {
-		return
-	}
-	h.Set(HeaderTraceParent, traceparent)
-	if tracestate != "" {
-		h.Set(HeaderTraceState, tracestate)
-	}
 }
 
 // Tracer returns pgoutbox's tracer from tp, or from the global provider when tp is nil.

@@ -100,6 +100,7 @@ func (j *JetStream) Deliver(ctx context.Context, d wire.Delivery) (wire.Result, 
 	msg.Header.Set(wire.HeaderConsumer, d.ConsumerName)
 	msg.Header.Set(wire.HeaderEventID, d.EventID)
 	msg.Header.Set(wire.HeaderEnvelopeSHA256, d.EnvelopeSHA256)
+	setNATSTrace(msg.Header, d)
 	var popts []jetstream.PublishOpt
 	if j.opts.Stream != "" {
 		popts = append(popts, jetstream.WithExpectStream(j.opts.Stream))

@@ -39,6 +39,10 @@ type Delivery struct {
 	Envelope                       json.RawMessage `json:"-"`
 	EnvelopeDigestAlgorithmVersion string          `json:"eventEnvelopeDigestAlgorithmVersion"`
 	EnvelopeSHA256                 string          `json:"eventEnvelopeSha256"`
+	// TraceParent and TraceState are the W3C trace context stored beside the event at append
+	// (R-DP-7), "" when none; sent as HeaderTraceParent/HeaderTraceState, never in the body.
+	TraceParent string `json:"-"`
+	TraceState  string `json:"-"`
 }
 
 // Status is a consumer's answer class.
@@ -103,6 +107,11 @@ const (
 	// consumers not yet upgraded, and this header the v1 form. A consumer that knows v1 checks
 	// this header when present (docs/transport-http.md, "Upgrading the signature").
 	HeaderSignatureV1 = "Pgoutbox-Signature-V1"
+	// HeaderTraceParent and HeaderTraceState are the W3C Trace Context of the request that
+	// appended the event (SPEC R-DP-7), sent only when the event has one. They are hints for
+	// tracing, not delivery facts: the signature does not cover them (package tracing).
+	HeaderTraceParent = "traceparent"
+	HeaderTraceState  = "tracestate"
 )
 
 // SignatureVersion tags the signing string of the current HMAC scheme.
@@ -226,6 +235,12 @@ func SetHeaders(h http.Header, d Delivery) {
 	h.Set(HeaderReceiptSchema, strconv.Itoa(d.ExpectedReceiptSchemaVersion))
 	if d.RequiredProjectionName != "" {
 		h.Set(HeaderProjection, d.RequiredProjectionName+"@"+strconv.Itoa(d.RequiredProjectionVersion))
+	}
+	if d.TraceParent != "" { // R-DP-7: without a trace context the headers are what they were
+		h.Set(HeaderTraceParent, d.TraceParent)
+		if d.TraceState != "" {
+			h.Set(HeaderTraceState, d.TraceState)
+		}
 	}
 }
 

@@ -3,6 +3,8 @@ package pgcall
 import (
 	"context"
 	"encoding/json"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // AppendParams are the arguments of outbox.append_event. CanonicalText and EnvelopeSHA256 are
@@ -23,16 +25,28 @@ type AppendResult struct {
 	DeliveryCount  int
 }
 
-const appendEventSQL = `SELECT event_id::text, event_envelope_sha256, delivery_count
+// appendEventSQL is the call without a trace context: the same three arguments as before
+// migration 048, so a producer without tracing works against any schema version;
+// appendEventTracedSQL passes the trace context (R-DP-7).
+const (
+	appendEventSQL = `SELECT event_id::text, event_envelope_sha256, delivery_count
+FROM outbox.append_event($1::json, $2::text, $3::text)`
+	appendEventTracedSQL = `SELECT event_id::text, event_envelope_sha256, delivery_count
 FROM outbox.append_event($1::json, $2::text, $3::text, $4::text, $5::text)`
+)
 
 // AppendEvent calls outbox.append_event inside the caller's transaction. Caller role:
 // outbox_producer.
 func AppendEvent(ctx context.Context, db DBTX, p AppendParams) (AppendResult, error) {
 	var r AppendResult
-	err := db.QueryRow(ctx, appendEventSQL, string(p.Event), p.CanonicalText, p.EnvelopeSHA256,
-		nullText(p.TraceParent), nullText(p.TraceState)).
-		Scan(&r.EventID, &r.EnvelopeSHA256, &r.DeliveryCount)
+	var row pgx.Row
+	if p.TraceParent == "" && p.TraceState == "" {
+		row = db.QueryRow(ctx, appendEventSQL, string(p.Event), p.CanonicalText, p.EnvelopeSHA256)
+	} else {
+		row = db.QueryRow(ctx, appendEventTracedSQL, string(p.Event), p.CanonicalText, p.EnvelopeSHA256,
+			nullText(p.TraceParent), nullText(p.TraceState))
+	}
+	err := row.Scan(&r.EventID, &r.EnvelopeSHA256, &r.DeliveryCount)
 	return r, interpretError("append event", err)
 }
 

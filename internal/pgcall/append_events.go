@@ -18,15 +18,24 @@ type AppendEventsParams struct {
 	TraceParent, TraceState string
 }
 
-const appendEventsSQL = `SELECT event_id::text, event_envelope_sha256, delivery_count
+// appendEventsSQL is the call without a trace context (the arguments before migration 048);
+// appendEventsTracedSQL passes it (R-DP-7).
+const (
+	appendEventsSQL = `SELECT event_id::text, event_envelope_sha256, delivery_count
+FROM outbox.append_events($1::json, $2::text[], $3::text[])`
+	appendEventsTracedSQL = `SELECT event_id::text, event_envelope_sha256, delivery_count
 FROM outbox.append_events($1::json, $2::text[], $3::text[], $4::text, $5::text)`
+)
 
 // AppendEvents calls outbox.append_events inside the caller's transaction and returns one row
 // per element, in input order. Any invalid element fails the whole call (OB103, OB105, OB201).
 // Caller role: outbox_producer.
 func AppendEvents(ctx context.Context, db DBTX, p AppendEventsParams) ([]AppendResult, error) {
-	rows, err := db.Query(ctx, appendEventsSQL, string(p.Events), p.CanonicalTexts, p.EnvelopeSHA256s,
-		nullText(p.TraceParent), nullText(p.TraceState))
+	sql, args := appendEventsSQL, []any{string(p.Events), p.CanonicalTexts, p.EnvelopeSHA256s}
+	if p.TraceParent != "" || p.TraceState != "" {
+		sql, args = appendEventsTracedSQL, append(args, nullText(p.TraceParent), nullText(p.TraceState))
+	}
+	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, interpretError("append events", err)
 	}

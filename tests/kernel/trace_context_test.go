@@ -10,11 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/oceanway/pgoutbox/internal/canon"
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/kernelfix"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testdb"
 	"github.com/oceanway/pgoutbox/internal/pgoutboxtest/testfix"
+	"github.com/oceanway/pgoutbox/producer"
 )
 
 const (
@@ -225,5 +228,64 @@ func TestTraceContextValidation(t *testing.T) {
 		if _, err := pgcall.AppendEvent(ctx, producer, pgcall.AppendParams{Event: raw, TraceParent: c[0], TraceState: c[1]}); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// R-DP-7: the producer library stores the W3C trace context of the span active in its
+// context.Context (Append, AppendDocument, AppendMany) and nothing without one; the digest is
+// the same either way (the same envelope appended twice, with and without a span, is one event).
+func TestTraceContextFromProducerContext(t *testing.T) {
+	t.Parallel()
+	b := kernelfix.Setup(t)
+	prod := testdb.Conn(t, b.Dsn, "outbox_producer")
+	ts, err := trace.ParseTraceState("rojo=00f067aa0ba902b7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36},
+		SpanID:  trace.SpanID{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7}, TraceFlags: trace.FlagsSampled, TraceState: ts,
+	})
+	spanCtx := trace.ContextWithSpanContext(context.Background(), sc)
+	ev := func(agg string) producer.Event {
+		e := sampleEvent()
+		e.EventType, e.EventSchemaVersion, e.AggregateID = kernelfix.Metering, "1", agg
+		e.Tenant.ProjectID = ""
+		return e
+	}
+	r1, err := producer.Append(spanCtx, prod, ev("p-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := producer.AppendMany(spanCtx, prod, []producer.Event{ev("p-2"), ev("p-3")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _, err := producer.Envelope(ev("p-4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r4, err := producer.AppendDocument(spanCtx, prod, doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{r1.EventID, rs[0].EventID, rs[1].EventID, r4.EventID} {
+		if p, s := tcTrace(t, b, id); p == nil || *p != tcParent || s == nil || *s != "rojo=00f067aa0ba902b7" {
+			t.Fatalf("event %s: trace %v %v, want %s", id, p, s, tcParent)
+		}
+	}
+	// without a span: NULL, and the same envelope's digest does not depend on the span
+	plain := ev("p-5")
+	plain.EventID, plain.OccurredAt = testfix.NewUUID(), time.Now()
+	r5, err := producer.Append(context.Background(), prod, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, s := tcTrace(t, b, r5.EventID); p != nil || s != nil {
+		t.Fatalf("no span: trace %v %v", p, s)
+	}
+	again, err := producer.Append(spanCtx, prod, plain)
+	if err != nil || again.EnvelopeSHA256 != r5.EnvelopeSHA256 || again.EventID != r5.EventID {
+		t.Fatalf("re-append with a span: %+v %v, first %+v", again, err, r5)
 	}
 }

@@ -1,6 +1,5 @@
--- outbox.append_events(events json, canonical_texts text[] DEFAULT NULL,
---                      event_envelope_sha256s text[] DEFAULT NULL,
---                      traceparent text DEFAULT NULL, tracestate text DEFAULT NULL)
+-- outbox.append_events(events json, canonical_texts text[] DEFAULT NULL, event_envelope_sha256s
+--   text[] DEFAULT NULL, traceparent text DEFAULT NULL, tracestate text DEFAULT NULL)
 --   RETURNS TABLE (event_id uuid, event_envelope_sha256 text, delivery_count int)
 --   (public, SPEC §3.2, §13, R-AP-1..7, R-AK-9, D-2, D-3; HP-1..4)
 -- Purpose: append many EventEnvelope@1 objects inside the caller's business transaction with
@@ -8,15 +7,10 @@
 --   and digest rules (outbox._append_validate), the active definition's quartet frozen, one pending
 --   delivery per mandatory member, idempotent re-append of the same digest. One row per element,
 --   in input order. The deferred constraint triggers prove every delivery set at COMMIT (R-AP-5).
--- Trace context (R-DP-7): traceparent/tracestate, when given, are the W3C Trace Context of the
---   caller's request (the producer library takes them from its context.Context); they are stored
---   beside each event this call appends (outbox_events.traceparent/tracestate), never inside the
---   digested envelope, so digests, receipts and the wire body do not change. A re-append of an
---   existing event keeps the context stored first. Checked by outbox._trace_context_problem
---   before anything is written: an invalid one raises 22023. An empty tracestate is stored NULL.
+-- Trace context (R-DP-7): stored beside each new event, never in the envelope; invalid -> 22023
+--   (outbox._trace_context_problem). Notes: docs/contract.md#producing-the-sql-api
 -- Raises (any invalid element fails the whole call): OB103 no active definition / pair not
---   applicable / no mandatory member; OB105 envelope invalid, eventId reused with other content
---   or archived; OB201 not canonicalizable.
+--   applicable / no mandatory member; OB105 envelope invalid, eventId reused or archived; OB201.
 -- Design notes (hot-path predicate, plans, locking): docs/contract.md#outboxappend_events
 -- Caller: outbox_producer.
 CREATE OR REPLACE FUNCTION outbox.append_events(p_events json, p_canonical_texts text[] DEFAULT NULL::text[], p_event_envelope_sha256s text[] DEFAULT NULL::text[], p_traceparent text DEFAULT NULL::text, p_tracestate text DEFAULT NULL::text)

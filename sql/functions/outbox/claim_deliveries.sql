@@ -1,14 +1,12 @@
 -- outbox.claim_deliveries(p_worker text, p_destinations text[], p_batch_size integer, p_lease interval)
 -- RETURNS TABLE(destination, consumer_name, event_id, attempt_id, lease_token, lease_expires_at, ...,
 --   event_envelope jsonb, event_envelope_sha256, event_envelope_canonical, traceparent, tracestate)
---   (columns: see CREATE below)
 --   (public, SPEC R-CL-1, R-CL-2, R-CL-5, R-CL-6, R-CL-7, R-PV-2, §13; HP-1, HP-3)
 -- Purpose: lease up to p_batch_size claimable deliveries (pending, available_at <= now) of the given
 --   destinations to p_worker, in (available_at, created_at, event_id) order, after a bounded
 --   recovery of expired leases; per-aggregate ordering and claim pauses respected; O(batch), never
 --   O(backlog). event_envelope_canonical is the verified canonical text (send it as is, P-5).
--- traceparent/tracestate: the W3C trace context stored beside the event at append (R-DP-7), NULL
---   when none; the dispatcher sends it as headers and links its delivery span to it.
+-- traceparent/tracestate: the event's W3C trace context (R-DP-7), NULL when none.
 -- Time: clock_timestamp() once per call. Run it in its own short transaction (R-CL-5).
 -- SQLSTATEs: 22023 invalid_parameter_value for a worker that is not a literal, an empty/NULL or
 --   unregistered destination, a batch size outside 1..1000, a lease outside 1 second..1 hour.
