@@ -99,11 +99,8 @@ REVOKE ALL ON FUNCTION inbox._inbox_check_caller(text) FROM PUBLIC;
 -- Purpose: the consumer side of one delivery in ONE call (existing-receipt read, revision check,
 --   receipt insert-or-compare), so the kit pipelines it with the handler's statements and
 --   inbox.confirm_delivery in one transaction. Outcomes: new | existing | gap | duplicate_revision.
---   Hot path (HP-1, HP-2 on the inbox): a new receipt of an unordered consumer with its digest
---   candidate is ONE statement - the receipt's insert, whose predicates rebuild the receipt's
---   canonical text and candidate from the kind's registry rows and accept only an exact match -
---   with no further function call; anything else, and every case that predicate refuses, takes
---   the full path (read_receipt, observe_revision, record_receipt), which decides and raises.
+--   Hot path (HP-1): an unordered consumer's new receipt is ONE predicate-checked INSERT; the
+--   rest, and what its predicates refuse, takes the full path (read_receipt, record_receipt).
 -- SQLSTATEs: 42501 caller not bound to consumer_name; OB301 same event id with a different
 --   envelope digest; OB002 receipt invalid; OB105 envelope invalid; OB201 not canonical text on
 --   the hot path; 22023 invalid key or digest.
@@ -279,10 +276,8 @@ GRANT EXECUTE ON FUNCTION inbox.accept_delivery(text, text, integer, uuid, text,
 --   with the handler's statements it already ran, and a chain whose receipt was written commits
 --   it together with them (R-CO-2). The test is on the kernel's own row (its xmin is this
 --   transaction's id), not on anything a caller could set.
--- Locking: none (reads the receipt row written by this transaction).
--- Hot path (issue 36 item 1, HP-1): one probe whose predicates are the key and caller checks
---   (a row of inbox.inbox_receipts has a valid key by its CHECKs; the caller rule is
---   inbox._inbox_caller_ok, inlined); only when it finds nothing do the helpers run, to raise.
+-- Locking: none (reads the receipt row written by this transaction). Hot path (HP-1): key and
+--   caller (inbox._inbox_caller_ok, inlined) are predicates of the probe; helpers run to raise.
 -- SQLSTATEs: OB302 no receipt for the event was inserted by this transaction; 42501 caller not
 --   bound to consumer_name; 22023 invalid consumer/projection key.
 -- Caller: outbox_consumer (the consumer's bound role), SECURITY DEFINER: it has no table grants.

@@ -6,11 +6,8 @@
 -- Purpose: the consumer side of one delivery in ONE call (existing-receipt read, revision check,
 --   receipt insert-or-compare), so the kit pipelines it with the handler's statements and
 --   inbox.confirm_delivery in one transaction. Outcomes: new | existing | gap | duplicate_revision.
---   Hot path (HP-1, HP-2 on the inbox): a new receipt of an unordered consumer with its digest
---   candidate is ONE statement - the receipt's insert, whose predicates rebuild the receipt's
---   canonical text and candidate from the kind's registry rows and accept only an exact match -
---   with no further function call; anything else, and every case that predicate refuses, takes
---   the full path (read_receipt, observe_revision, record_receipt), which decides and raises.
+--   Hot path (HP-1): an unordered consumer's new receipt is ONE predicate-checked INSERT; the
+--   rest, and what its predicates refuse, takes the full path (read_receipt, record_receipt).
 -- SQLSTATEs: 42501 caller not bound to consumer_name; OB301 same event id with a different
 --   envelope digest; OB002 receipt invalid; OB105 envelope invalid; OB201 not canonical text on
 --   the hot path; 22023 invalid key or digest.

@@ -7,10 +7,8 @@
 --   with the handler's statements it already ran, and a chain whose receipt was written commits
 --   it together with them (R-CO-2). The test is on the kernel's own row (its xmin is this
 --   transaction's id), not on anything a caller could set.
--- Locking: none (reads the receipt row written by this transaction).
--- Hot path (issue 36 item 1, HP-1): one probe whose predicates are the key and caller checks
---   (a row of inbox.inbox_receipts has a valid key by its CHECKs; the caller rule is
---   inbox._inbox_caller_ok, inlined); only when it finds nothing do the helpers run, to raise.
+-- Locking: none (reads the receipt row written by this transaction). Hot path (HP-1): key and
+--   caller (inbox._inbox_caller_ok, inlined) are predicates of the probe; helpers run to raise.
 -- SQLSTATEs: OB302 no receipt for the event was inserted by this transaction; 42501 caller not
 --   bound to consumer_name; 22023 invalid consumer/projection key.
 -- Caller: outbox_consumer (the consumer's bound role), SECURITY DEFINER: it has no table grants.
