@@ -28,15 +28,16 @@ import (
 // other write function. -show-payloads lets the event page show a payload
 // on explicit request (hidden by default).
 //
-//	outboxctl serve [-listen 127.0.0.1:8089] [-operator] [-show-payloads]
+//	outboxctl serve [-listen 127.0.0.1:8089] [-operator] [-show-payloads] [-refresh 5s]
 func runServe(ctx context.Context, dsn string, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	listen := fs.String("listen", "127.0.0.1:8089", "address of the status page")
 	operator := fs.Bool("operator", false, "enable the console's actions (redeliver, pause/resume claims) with an outbox_operator session")
 	payloads := fs.Bool("show-payloads", false, "allow the event page to show a payload on explicit request")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
-		return fmt.Errorf("%w: serve takes only -listen ADDR, -operator, -show-payloads", errUsage)
+	refresh := fs.Duration("refresh", readmodel.DefaultLiveInterval, "how often the console overview re-fetches its live part (at least 1s)")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 || *refresh < time.Second {
+		return fmt.Errorf("%w: serve takes only -listen ADDR, -operator, -show-payloads, -refresh DURATION (at least 1s)", errUsage)
 	}
 	pc, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -55,7 +56,7 @@ func runServe(ctx context.Context, dsn string, args []string, out io.Writer) err
 	if err := readmodel.CheckAuditorOnly(ctx, pool); err != nil {
 		return err
 	}
-	handler := &readmodel.Server{DB: pool, Gauges: readmodel.NewGauges(), ShowPayloads: *payloads}
+	handler := &readmodel.Server{DB: pool, Gauges: readmodel.NewGauges(), ShowPayloads: *payloads, LiveInterval: *refresh}
 	mode := "read-only, outbox_auditor"
 	if *operator {
 		oc, err := pgxpool.ParseConfig(dsn)
