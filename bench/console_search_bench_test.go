@@ -142,7 +142,7 @@ func BenchmarkConsoleSearch(b *testing.B) {
 		b.ReportMetric(float64(time.Since(start).Microseconds())/float64(reps), "µs/"+name)
 	}
 	explain(true)
-	if _, err := pgcall.ConsoleDestinations(ctx, conn); err != nil {
+	if _, err := pgcall.ConsoleDestinations(ctx, conn, 10000); err != nil {
 		b.Fatal(err)
 	}
 	explain(false)
@@ -154,7 +154,7 @@ func BenchmarkConsoleSearch(b *testing.B) {
 	}
 	start := time.Now()
 	for i := 0; i < reps; i++ {
-		if _, err := pgcall.ConsoleDestinations(ctx, conn); err != nil {
+		if _, err := pgcall.ConsoleDestinations(ctx, conn, 10000); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,8 +1,8 @@
 -- The console operators keep open (issue 41; SPEC R-OP-4, R-PV-2): two read functions for the
 -- operator console, both outbox_auditor only, and the indexes that make its search index-backed.
---  * outbox.console_destinations(): per destination the live overview's figures in one call:
---    backlog (pending, leased), the oldest undelivered, open quarantine, open revision gaps
---    (count and oldest) and the claim pause (reason, since, by) if any.
+--  * outbox.console_destinations(cap): per destination the live overview's figures in one call,
+--    bounded so it can be polled: backlog (pending, leased), the oldest undelivered, open
+--    quarantine, open revision gaps (count and oldest) and the claim pause (reason, since, by).
 --  * outbox.console_search(kind, value, from, to, cursor, limit): search by what an operator
 --    holds - eventId, aggregateId, correlationId, operationId, eventType, destination, errorCode,
 --    or a time range alone - newest first, keyset paged (never OFFSET).
@@ -30,69 +30,72 @@ CREATE INDEX outbox_delivery_attempt_finishes_console_error
     ON outbox.outbox_delivery_attempt_finishes (normalized_error_code, finished_at, attempt_id)
     WHERE normalized_error_code IS NOT NULL;
 
--- outbox.console_destinations()
+-- outbox.console_destinations(p_cap integer)
 -- RETURNS TABLE (destination text, consumer_name text, pending_count bigint, leased_count bigint,
 --                oldest_pending_at timestamptz, quarantined_open bigint, open_gaps bigint,
 --                oldest_gap_at timestamptz, paused_reason text, paused_at timestamptz,
 --                paused_by text)
 -- (public, operator console, issue 41 item 2; SPEC R-OP-4, R-PV-2)
--- Purpose: the live overview's per-destination figures in one call: backlog (pending, leased),
---   the oldest undelivered delivery, open quarantine, open revision gaps (non-terminal
---   deliveries whose consumer answered awaiting_revision: count and oldest) and the claim pause
---   of outbox.pause_destination_claims (reason, since, by; NULL when claims run). One row per
---   registered destination, in name order, zeros when it has no work.
--- Cost: O(backlog) through the partial index outbox_deliveries_open (as outbox.delivery_stats),
---   the open quarantine through outbox_quarantine_one_open, the pauses by primary key.
--- Locking: none (plain MVCC reads). SQLSTATEs: none of its own.
+-- Purpose: the live overview's per-destination figures in one call, cheap enough to poll:
+--   backlog (pending, leased), the oldest undelivered delivery, open quarantine, open revision
+--   gaps (non-terminal deliveries whose consumer answered awaiting_revision: count and oldest)
+--   and the claim pause of outbox.pause_destination_claims (reason, since, by; NULL when claims
+--   run). Every count stops at p_cap + 1 (a value above p_cap means "more than p_cap"); the
+--   oldest gap is exact while the gaps are at most p_cap, else NULL. One row per registered
+--   destination, in name order, zeros when it has no work.
+-- Cost: per destination bounded index scans - pending and leased counts and the oldest of each on
+--   outbox_deliveries_console (at most p_cap + 1 entries each, the oldest one entry), the gaps on
+--   the partial index outbox_deliveries_open (index-only: it includes last_error_code and
+--   created_at), the open quarantine on outbox_quarantine_one_open - and the pause by primary
+--   key: O(destinations x p_cap) at most, whatever the backlog and history hold.
+-- Locking: none (plain MVCC reads).
+-- SQLSTATEs: 22023 a cap outside 1..1000000.
 -- Callers: outbox_auditor (the console's read session).
-CREATE OR REPLACE FUNCTION outbox.console_destinations()
+CREATE OR REPLACE FUNCTION outbox.console_destinations(p_cap integer)
  RETURNS TABLE(destination text, consumer_name text, pending_count bigint, leased_count bigint, oldest_pending_at timestamp with time zone, quarantined_open bigint, open_gaps bigint, oldest_gap_at timestamp with time zone, paused_reason text, paused_at timestamp with time zone, paused_by text)
  LANGUAGE plpgsql
  STABLE SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 BEGIN
+    IF p_cap IS NULL OR p_cap < 1 OR p_cap > 1000000 THEN
+        RAISE EXCEPTION 'console_destinations: a cap 1..1000000 is required' USING ERRCODE = '22023';
+    END IF;
     RETURN QUERY
-    WITH v_work AS (
-        SELECT d.destination AS v_destination,
-               pg_catalog.count(*) FILTER (WHERE d.status = 'pending') AS v_pending,
-               pg_catalog.count(*) FILTER (WHERE d.status = 'leased')  AS v_leased,
-               pg_catalog.min(d.created_at)                            AS v_oldest,
-               pg_catalog.count(*) FILTER (WHERE d.last_error_code = 'awaiting_revision') AS v_gaps,
-               pg_catalog.min(d.created_at) FILTER (WHERE d.last_error_code = 'awaiting_revision') AS v_oldest_gap
-        FROM outbox.outbox_deliveries AS d
-        WHERE d.status IN ('pending', 'leased')
-        GROUP BY d.destination
-    ), v_quarantine AS (
-        SELECT q.destination AS v_destination, pg_catalog.count(*) AS v_open
-        FROM outbox.outbox_quarantine AS q
-        WHERE q.acknowledged_at IS NULL
-        GROUP BY q.destination
-    )
     SELECT dd.destination,
            dd.consumer_name,
-           COALESCE(w.v_pending, 0)::bigint,
-           COALESCE(w.v_leased, 0)::bigint,
-           w.v_oldest,
-           COALESCE(qq.v_open, 0)::bigint,
-           COALESCE(w.v_gaps, 0)::bigint,
-           w.v_oldest_gap,
+           (SELECT pg_catalog.count(*) FROM (SELECT 1 FROM outbox.outbox_deliveries AS d
+              WHERE d.destination = dd.destination AND d.status = 'pending' LIMIT p_cap + 1) AS x)::bigint,
+           (SELECT pg_catalog.count(*) FROM (SELECT 1 FROM outbox.outbox_deliveries AS d
+              WHERE d.destination = dd.destination AND d.status = 'leased' LIMIT p_cap + 1) AS x)::bigint,
+           LEAST((SELECT d.created_at FROM outbox.outbox_deliveries AS d
+                   WHERE d.destination = dd.destination AND d.status = 'pending' ORDER BY d.created_at LIMIT 1),
+                 (SELECT d.created_at FROM outbox.outbox_deliveries AS d
+                   WHERE d.destination = dd.destination AND d.status = 'leased' ORDER BY d.created_at LIMIT 1)),
+           (SELECT pg_catalog.count(*) FROM (SELECT 1 FROM outbox.outbox_quarantine AS q
+              WHERE q.destination = dd.destination AND q.acknowledged_at IS NULL LIMIT p_cap + 1) AS x)::bigint,
+           g.v_gaps,
+           CASE WHEN g.v_gaps <= p_cap THEN g.v_oldest_gap END,
            p.reason,
            p.paused_at,
            p.paused_by
     FROM outbox.delivery_destinations AS dd
-    LEFT JOIN v_work AS w ON w.v_destination = dd.destination
-    LEFT JOIN v_quarantine AS qq ON qq.v_destination = dd.destination
+    CROSS JOIN LATERAL (
+        SELECT pg_catalog.count(*)::bigint AS v_gaps, pg_catalog.min(x.created_at) AS v_oldest_gap
+          FROM (SELECT d.created_at FROM outbox.outbox_deliveries AS d
+                 WHERE d.destination = dd.destination AND d.status IN ('pending', 'leased')
+                   AND d.last_error_code = 'awaiting_revision'
+                 LIMIT p_cap + 1) AS x) AS g
     LEFT JOIN outbox.destination_claim_pauses AS p ON p.destination = dd.destination
     ORDER BY dd.destination;
 END
 $function$;
 
-COMMENT ON FUNCTION outbox.console_destinations() IS
-    'Operator console overview: per destination backlog, oldest undelivered, open quarantine, open revision gaps and the claim pause, O(backlog). Caller: outbox_auditor.';
+COMMENT ON FUNCTION outbox.console_destinations(integer) IS
+    'Operator console overview: per destination bounded backlog counts (stop at cap + 1), oldest undelivered, open quarantine, open revision gaps and the claim pause; O(destinations x cap). 22023 bad cap. Caller: outbox_auditor.';
 
-REVOKE ALL ON FUNCTION outbox.console_destinations() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION outbox.console_destinations() TO outbox_auditor;
+REVOKE ALL ON FUNCTION outbox.console_destinations(integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION outbox.console_destinations(integer) TO outbox_auditor;
 
 -- outbox.console_search(p_kind text, p_value text, p_from timestamptz, p_to timestamptz,
 --                       p_before_at timestamptz, p_before_id uuid, p_limit integer)

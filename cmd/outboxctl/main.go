@@ -55,9 +55,9 @@ commands:
   proof show MANIFEST_ID                   print the CompletenessProofManifest document (@2; @1 before migration 037)
   proof search KIND ID                     exact-id search (eventId, operationId, correlationId, runId,
                                            reservationId, causationId)
-  serve [-listen 127.0.0.1:8089] [-operator] [-show-payloads]
+  serve [-listen 127.0.0.1:8089] [-operator] [-show-payloads] [-refresh 5s]
                                            status page /status, read-model /metrics and operator console /console
-                                           (as outbox_auditor; -operator adds the audited redeliver as outbox_operator)
+                                           (as outbox_auditor; -operator adds the audited redeliver and claim pause/resume as outbox_operator)
   bootstrap SOURCE VERSION SCHEMA ALGORITHM DIGEST [-max-rows 10000] [-once]
                                            import a legacy event table (as outbox_owner; docs/migrations.md)
   mailbox status SOURCE | mailbox resolve SOURCE MSG_ID RESOLUTION NOTE   mailbox pipeline (docs/mailbox.md)

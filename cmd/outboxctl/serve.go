@@ -22,20 +22,22 @@ import (
 // read-model gauges (GET /metrics) and the operator console (/console) as outbox_auditor (SPEC
 // R-OP-4, R-OP-3; issue 25). It refuses to start when the read session could execute any kernel
 // write function: auditor credentials only. With -operator it opens a second pool as
-// outbox_operator (the same login must be a member of both roles) and enables the console's one
-// write action, the audited, CSRF-protected redeliver of R-AK-10; that pool must be able to run
-// the recovery and no other write function. -show-payloads lets the event page show a payload
+// outbox_operator (the same login must be a member of both roles) and enables the console's
+// write actions, each audited and CSRF-protected: the redeliver of R-AK-10 and the pause/resume
+// of a destination's claims (R-PV-2); that pool must be able to run those three functions and no
+// other write function. -show-payloads lets the event page show a payload
 // on explicit request (hidden by default).
 //
-//	outboxctl serve [-listen 127.0.0.1:8089] [-operator] [-show-payloads]
+//	outboxctl serve [-listen 127.0.0.1:8089] [-operator] [-show-payloads] [-refresh 5s]
 func runServe(ctx context.Context, dsn string, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	listen := fs.String("listen", "127.0.0.1:8089", "address of the status page")
-	operator := fs.Bool("operator", false, "enable the console's redeliver action with an outbox_operator session")
+	operator := fs.Bool("operator", false, "enable the console's actions (redeliver, pause/resume claims) with an outbox_operator session")
 	payloads := fs.Bool("show-payloads", false, "allow the event page to show a payload on explicit request")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
-		return fmt.Errorf("%w: serve takes only -listen ADDR, -operator, -show-payloads", errUsage)
+	refresh := fs.Duration("refresh", readmodel.DefaultLiveInterval, "how often the console overview re-fetches its live part (at least 1s)")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 || *refresh < time.Second {
+		return fmt.Errorf("%w: serve takes only -listen ADDR, -operator, -show-payloads, -refresh DURATION (at least 1s)", errUsage)
 	}
 	pc, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -54,7 +56,7 @@ func runServe(ctx context.Context, dsn string, args []string, out io.Writer) err
 	if err := readmodel.CheckAuditorOnly(ctx, pool); err != nil {
 		return err
 	}
-	handler := &readmodel.Server{DB: pool, Gauges: readmodel.NewGauges(), ShowPayloads: *payloads}
+	handler := &readmodel.Server{DB: pool, Gauges: readmodel.NewGauges(), ShowPayloads: *payloads, LiveInterval: *refresh}
 	mode := "read-only, outbox_auditor"
 	if *operator {
 		oc, err := pgxpool.ParseConfig(dsn)
@@ -75,7 +77,7 @@ func runServe(ctx context.Context, dsn string, args []string, out io.Writer) err
 			return err
 		}
 		handler.Operator = opool
-		mode = "outbox_auditor reads, redeliver as outbox_operator"
+		mode = "outbox_auditor reads, redeliver and pause/resume as outbox_operator"
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {

@@ -6,7 +6,8 @@ import (
 )
 
 // ConsoleDestination is one row of outbox.console_destinations: a destination's backlog, open
-// quarantine, open revision gaps and claim pause.
+// quarantine, open revision gaps and claim pause. A count above the cap passed means "more than
+// the cap"; OldestGapAt is nil then.
 type ConsoleDestination struct {
 	Destination     string
 	ConsumerName    string
@@ -22,12 +23,13 @@ type ConsoleDestination struct {
 
 const consoleDestinationsSQL = `SELECT destination, consumer_name, pending_count, leased_count, oldest_pending_at,
        quarantined_open, open_gaps, oldest_gap_at, paused_reason, paused_at, paused_by
-FROM outbox.console_destinations()`
+FROM outbox.console_destinations($1::int)`
 
 // ConsoleDestinations calls outbox.console_destinations: the live overview's per-destination
-// figures, in name order. Caller role: outbox_auditor.
-func ConsoleDestinations(ctx context.Context, db DBTX) ([]ConsoleDestination, error) {
-	rows, err := db.Query(ctx, consoleDestinationsSQL)
+// figures, in name order, each count stopping at limit + 1. 22023 for a cap outside
+// 1..1000000. Caller role: outbox_auditor.
+func ConsoleDestinations(ctx context.Context, db DBTX, limit int) ([]ConsoleDestination, error) {
+	rows, err := db.Query(ctx, consoleDestinationsSQL, limit)
 	if err != nil {
 		return nil, interpretError("console destinations", err)
 	}

@@ -208,6 +208,7 @@ type liveView struct {
 	consoleView
 	IntervalSeconds int
 	Backlog         int64
+	BacklogCapped   bool // a destination's pending or leased count passed CountCap
 	Oldest          time.Duration
 	Acks, Failures  int64
 	Quarantined     int64
@@ -223,7 +224,7 @@ type liveView struct {
 
 func (s *Server) loadLive(ctx context.Context, v consoleView) (liveView, error) {
 	lv := liveView{consoleView: v, IntervalSeconds: int(s.liveInterval() / time.Second)}
-	dests, err := pgcall.ConsoleDestinations(ctx, s.DB)
+	dests, err := pgcall.ConsoleDestinations(ctx, s.DB, CountCap)
 	if err != nil {
 		return lv, err
 	}
@@ -245,9 +246,10 @@ func (s *Server) loadLive(ctx context.Context, v consoleView) (liveView, error) 
 		}
 		a := lv.Activity.Series[i]
 		lv.Dests = append(lv.Dests, liveDest{ConsoleDestination: d, Counts: c, Acks: a.TotalAcks, Failures: a.Failed})
-		lv.Backlog += d.Pending + d.Leased
-		lv.Quarantined += d.QuarantinedOpen
-		lv.Gaps += d.OpenGaps
+		lv.Backlog += min(d.Pending, CountCap) + min(d.Leased, CountCap)
+		lv.BacklogCapped = lv.BacklogCapped || d.Pending > CountCap || d.Leased > CountCap
+		lv.Quarantined += min(d.QuarantinedOpen, CountCap)
+		lv.Gaps += min(d.OpenGaps, CountCap)
 		lv.Acks += a.TotalAcks
 		lv.Failures += a.Failed
 		if d.PausedReason != nil {

@@ -53,7 +53,7 @@ Page generated <time id="as-of" datetime="{{.AsOf.Format "2006-01-02T15:04:05Z07
 {{define "live"}}<p class="muted">Data as of <time id="live-as-of" datetime="{{.AsOf.Format "2006-01-02T15:04:05.000Z07:00"}}">{{t .AsOf}}</time>, read from the database now.</p>
 <section aria-labelledby="tiles-heading"><h2 id="tiles-heading" class="skip">Totals</h2>
 <div class="tiles">
-<div class="tile"><span class="label">backlog (pending + leased)</span><span class="value" id="tile-backlog">{{.Backlog}}</span></div>
+<div class="tile"><span class="label">backlog (pending + leased)</span><span class="value" id="tile-backlog">{{.Backlog}}{{if .BacklogCapped}}+{{end}}</span></div>
 <div class="tile"><span class="label">oldest undelivered</span><span class="value" id="tile-oldest">{{age .Oldest}}</span></div>
 <div class="tile"><span class="label">acknowledged, last hour</span><span class="value" id="tile-acks">{{.Acks}}</span></div>
 <div class="tile{{if .Failures}} alert{{end}}"><span class="label">failures, last hour</span><span class="value" id="tile-failures">{{.Failures}}</span></div>
@@ -68,11 +68,11 @@ Page generated <time id="as-of" datetime="{{.AsOf.Format "2006-01-02T15:04:05Z07
 <thead><tr><th scope="col">destination</th><th scope="col">claims</th><th scope="col" class="n">pending</th><th scope="col" class="n">leased</th><th scope="col">oldest undelivered</th><th scope="col" class="n">quarantined</th><th scope="col" class="n">open gaps</th><th scope="col" class="n">acks / h</th><th scope="col" class="n">failures / h</th><th scope="col">actions</th></tr></thead>
 <tbody>{{range .Dests}}<tr id="dest-{{.Destination}}"><th scope="row"><a href="/console/search?kind=destination&amp;q={{q .Destination}}">{{.Destination}}</a><span class="sub">{{.ConsumerName}}</span></th>
 <td id="claims-{{.Destination}}">{{if .PausedReason}}{{badge "paused"}}<br><span class="muted">{{s .PausedReason}} ({{s .PausedBy}}, {{since .PausedAt $.AsOf}} ago)</span>{{else}}{{badge "running"}}{{end}}</td>
-<td class="n"><a id="pending-{{.Destination}}" href="/console/deliveries?destination={{q .Destination}}&amp;state=pending">{{.Pending}}</a></td>
-<td class="n"><a id="leased-{{.Destination}}" href="/console/deliveries?destination={{q .Destination}}&amp;state=leased">{{.Leased}}</a></td>
+<td class="n"><a id="pending-{{.Destination}}" href="/console/deliveries?destination={{q .Destination}}&amp;state=pending">{{capped .Pending}}</a></td>
+<td class="n"><a id="leased-{{.Destination}}" href="/console/deliveries?destination={{q .Destination}}&amp;state=leased">{{capped .Leased}}</a></td>
 <td id="oldest-{{.Destination}}">{{since .OldestPendingAt $.AsOf}}</td>
-<td class="n"><a id="quarantined-{{.Destination}}" href="/console/quarantine?destination={{q .Destination}}">{{.QuarantinedOpen}}</a></td>
-<td class="n" id="gaps-{{.Destination}}">{{.OpenGaps}}{{if .OldestGapAt}} <span class="muted">(oldest {{since .OldestGapAt $.AsOf}})</span>{{end}}</td>
+<td class="n"><a id="quarantined-{{.Destination}}" href="/console/quarantine?destination={{q .Destination}}">{{capped .QuarantinedOpen}}</a></td>
+<td class="n" id="gaps-{{.Destination}}">{{capped .OpenGaps}}{{if .OldestGapAt}} <span class="muted">(oldest {{since .OldestGapAt $.AsOf}})</span>{{end}}</td>
 <td class="n" id="rate-{{.Destination}}">{{.Acks}}</td><td class="n" id="failures-{{.Destination}}">{{.Failures}}</td>
 <td class="actions">{{if $.Operator}}{{if .PausedReason}}<form method="post" action="/console/resume" class="pause-form" id="resume-form-{{.Destination}}">
 <input type="hidden" name="csrf" value="{{$.CSRF}}"><input type="hidden" name="destination" value="{{.Destination}}">
@@ -130,7 +130,7 @@ Page generated <time id="as-of" datetime="{{.AsOf.Format "2006-01-02T15:04:05Z07
 <td><span class="n" id="retries-{{.Destination}}">{{.TotalRetries}}</span> {{bars "retries" .Retried}}</td>
 <td class="n" id="quarantines-{{.Destination}}">{{.TotalQuar}}</td>
 <td><span id="lag-{{.Destination}}">{{secs .MaxLag}}</span> {{lag .Lag}}</td>
-<td class="n">{{.Pending}} / {{.Leased}}</td><td>{{age .OldestPendingAge}}</td></tr>{{end}}
+<td class="n">{{capped .Pending}} / {{capped .Leased}}</td><td>{{age .OldestPendingAge}}</td></tr>{{end}}
 </tbody></table></div>{{end}}
 
 {{define "search"}}{{template "head" .}}

@@ -157,6 +157,12 @@ var consoleTemplates = template.Must(template.New("console").Funcs(template.Func
 		return ageText(now.Sub(*t))
 	},
 	"q": func(s string) string { return template.URLQueryEscaper(s) },
+	"capped": func(n int64) string {
+		if n > CountCap {
+			return fmt.Sprintf("%d+", CountCap)
+		}
+		return fmt.Sprint(n)
+	},
 	"pmax": func(a, b int64) int64 {
 		if a+b < 1 {
 			return 1

@@ -114,6 +114,7 @@ func TestConsoleBrowserSearch(t *testing.T) {
 	}
 	testfix.Must(t, b.Admin.QueryRow(ctx, `SELECT correlation_id, operation_id FROM outbox.outbox_events WHERE event_id = $1`, b.acked).Scan(&corr, &opID))
 	rfc := func(x time.Time) string { return x.UTC().Format(time.RFC3339Nano) }
+	local := func(x time.Time) string { return x.UTC().Format("2006-01-02T15:04:05") }
 	all := []string{b.fresh, b.leased, b.quarantined, b.acked, b.retried} // newest first
 
 	p := cdp.Launch(t, bin).NewPage(t, 1280, 900)
@@ -132,11 +133,19 @@ func TestConsoleBrowserSearch(t *testing.T) {
 		{"errorCode", "consumer_unavailable", "", "", []string{b.retried}},
 		{"errorCode", "consumer_rejected", "", "", []string{b.quarantined}},
 		{"timeRange", "", rfc(created[b.acked]), rfc(created[b.quarantined]), []string{b.acked}},
+		// the browser's own datetime-local format (seconds, read as UTC)
+		{"timeRange", "", local(created[b.retried].Add(-time.Hour)), local(created[b.fresh].Add(time.Hour)), all},
 	} {
 		// the form as an operator uses it: choose the kind, type the value and the range, submit
 		p.Fill("s-kind", c.kind)
 		p.Fill("s-q", c.value)
-		p.Eval(`document.getElementById("s-from").type="text"; document.getElementById("s-to").type="text"; true`)
+		// a datetime-local control holds whole seconds; the exact bounds of the cases above are
+		// typed into the same fields as text (the server reads both forms)
+		typ := "datetime-local"
+		if strings.HasSuffix(c.from, "Z") || strings.HasSuffix(c.to, "Z") {
+			typ = "text"
+		}
+		p.Eval(`document.getElementById("s-from").type="` + typ + `"; document.getElementById("s-to").type="` + typ + `"; true`)
 		p.Fill("s-from", c.from)
 		p.Fill("s-to", c.to)
 		p.Submit("s-submit")
@@ -219,8 +228,16 @@ func TestConsoleBrowserActions(t *testing.T) {
 		t.Errorf("after resume the claim handed out %d deliveries, want the 2 pending", len(cs))
 	}
 
+	// the quarantined list of the destination shows exactly the quarantined delivery
+	p.Navigate(op.URL + "/console/deliveries?destination=" + m + "&state=quarantined")
+	if dom := p.HTML(); !strings.Contains(dom, b.quarantined) || strings.Contains(dom, b.retried) {
+		t.Error("the quarantined filter does not show exactly the quarantined delivery")
+	}
 	// re-deliver from the quarantine list
 	p.Navigate(op.URL + "/console/quarantine")
+	if !strings.Contains(p.HTML(), `<label for="case-q0-0">Case id</label>`) || !strings.Contains(p.Text("qg-0"), "consumer_rejected") {
+		t.Error("the operator's quarantine page lacks the labelled form or the group")
+	}
 	var cmd string
 	_ = json.Unmarshal(p.Eval(`(function(){var b=document.querySelector("article.qitem button.copy");return b&&!b.hidden?b.dataset.copy:""})()`), &cmd)
 	if !strings.HasPrefix(cmd, "outboxctl quarantine redeliver "+m+" "+b.quarantined+" --case CASE-ID --reason 'REASON' --key console-") {
@@ -234,6 +251,10 @@ func TestConsoleBrowserActions(t *testing.T) {
 	}
 	if n, cases := cnRecoveries(t, b.Admin, b.quarantined); n != 1 || cases != "CASE-41" {
 		t.Errorf("audit: %d recoveries, cases %q", n, cases)
+	}
+	p.Navigate(op.URL + "/console/event?id=" + b.quarantined)
+	if got := p.Text("status-" + m); got != "pending" {
+		t.Errorf("after the re-delivery the event page shows %q", got)
 	}
 
 	// the auditor: no form anywhere, every POST 405, nothing written

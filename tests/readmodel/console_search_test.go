@@ -84,7 +84,7 @@ func TestConsoleSearchSQL(t *testing.T) {
 		if _, err := pgcall.ConsoleSearch(ctx, c, pgcall.ConsoleSearchParams{Kind: "eventType", Value: kernelfix.Metering, Limit: 10}); pgcall.SQLState(err) != "42501" {
 			t.Errorf("%s search: %v, want 42501", role, err)
 		}
-		if _, err := pgcall.ConsoleDestinations(ctx, c); pgcall.SQLState(err) != "42501" {
+		if _, err := pgcall.ConsoleDestinations(ctx, c, 10); pgcall.SQLState(err) != "42501" {
 			t.Errorf("%s destinations: %v, want 42501", role, err)
 		}
 	}
@@ -98,7 +98,7 @@ func TestConsoleDestinationsSQL(t *testing.T) {
 	ctx := context.Background()
 	b := cnSetup(t)
 	testfix.Must(t, pgcall.PauseDestinationClaims(ctx, b.op, kernelfix.DestCoreOps, "INC-41 projector upgrade"))
-	ds, err := pgcall.ConsoleDestinations(ctx, b.aud)
+	ds, err := pgcall.ConsoleDestinations(ctx, b.aud, 10000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +109,19 @@ func TestConsoleDestinationsSQL(t *testing.T) {
 	m := by[kernelfix.DestMetering]
 	if m.Pending != 2 || m.Leased != 1 || m.QuarantinedOpen != 1 || m.OpenGaps != 0 || m.OldestPendingAt == nil || m.PausedReason != nil {
 		t.Errorf("metering: %+v", m)
+	}
+	// the cap: with 1, two pending deliveries count as 2 ("more than 1") and a bad cap is 22023
+	capped, err := pgcall.ConsoleDestinations(ctx, b.aud, 1)
+	testfix.Must(t, err)
+	for _, d := range capped {
+		if d.Destination == kernelfix.DestMetering && (d.Pending != 2 || d.Leased != 1) {
+			t.Errorf("capped metering: %+v", d)
+		}
+	}
+	for _, bad := range []int{0, 1000001} {
+		if _, err := pgcall.ConsoleDestinations(ctx, b.aud, bad); pgcall.SQLState(err) != "22023" {
+			t.Errorf("cap %d: %v, want 22023", bad, err)
+		}
 	}
 	var login string
 	testfix.Must(t, b.op.QueryRow(ctx, `SELECT session_user`).Scan(&login))

@@ -8,7 +8,6 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -479,68 +478,6 @@ func TestConsoleActivity(t *testing.T) {
 	// SQL: the window and bucket are bounded.
 	if _, err := pgcall.ConsoleActivityWindow(ctx, b.aud, 48*time.Hour, time.Minute); pgcall.SQLState(err) != "22023" {
 		t.Errorf("48 h window: %v", err)
-	}
-}
-
-// Issue 25 "done means", in the Chromium the project already drives: the console on a database
-// with deliveries in every state - the overview (its vendored script runs under the page's CSP:
-// the refresh status it writes is in the DOM), an event found by id with its attempt history,
-// the quarantined list filter, the quarantine with its preview and the operator's labelled form;
-// the auditor's quarantine page has no form. The re-delivery itself is posted with the cookie and
-// token a browser would send (headless Chromium's command line cannot submit a form) and the
-// browser then shows the delivery pending again (console_browser_test.go submits the forms in
-// the browser itself and takes the screenshots).
-func TestConsoleChromium(t *testing.T) {
-	t.Parallel()
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Skip("chromium not installed (make chromium installs Debian's package as root); the console is not browser-tested")
-	}
-	b := cnSetup(t)
-	op := b.server(t, true, false)
-	aud := b.server(t, false, false)
-
-	dom := rmChromium(t, bin, "--dump-dom", op.URL+"/console")
-	if got := readmodelfix.ConsoleElem(t, dom, "refresh-status"); got != "live: updates every 1 s" {
-		t.Errorf("the console script did not run in the browser: refresh status %q", got)
-	}
-	if got := readmodelfix.ConsoleElem(t, dom, "count-"+kernelfix.DestMetering+"-quarantined"); got != "1" {
-		t.Errorf("overview quarantined = %q", got)
-	}
-	dom = rmChromium(t, bin, "--dump-dom", op.URL+"/console/event?id="+b.retried)
-	if got := readmodelfix.ConsoleElem(t, dom, "status-"+kernelfix.DestMetering); got != "pending" || !strings.Contains(dom, "consumer_unavailable") {
-		t.Errorf("event page in the browser: status %q", got)
-	}
-	dom = rmChromium(t, bin, "--dump-dom", op.URL+"/console/deliveries?destination="+kernelfix.DestMetering+"&state=quarantined")
-	if !strings.Contains(dom, b.quarantined) || strings.Contains(dom, b.retried) {
-		t.Error("the quarantined filter does not show exactly the quarantined delivery")
-	}
-	dom = rmChromium(t, bin, "--dump-dom", op.URL+"/console/quarantine")
-	if !strings.Contains(dom, `<label for="case-q0-0">Case id</label>`) || !strings.Contains(readmodelfix.ConsoleText(dom), "quarantined -> pending") {
-		t.Error("operator quarantine page lacks the preview or the labelled form")
-	}
-	if d := rmChromium(t, bin, "--dump-dom", aud.URL+"/console/quarantine"); strings.Contains(strings.ToLower(d), `method="post"`) {
-		t.Error("the auditor's quarantine page has a write form")
-	}
-	// Redeliver as the operator's browser would (cookie + token from the page), then look.
-	jar, _ := cookiejar.New(nil)
-	browser := &http.Client{Jar: jar}
-	_, page := readmodelfix.ConsoleGet(t, browser, op.URL+"/console/quarantine")
-	tok, key := cnCSRFRE.FindStringSubmatch(page), cnKeyRE.FindStringSubmatch(page)
-	if tok == nil || key == nil {
-		t.Fatal("no form token")
-	}
-	code, _ := cnPost(t, browser, op.URL+"/console/redeliver", url.Values{"csrf": {tok[1]}, "destination": {kernelfix.DestMetering},
-		"event_id": {b.quarantined}, "case_id": {"CASE-CHROMIUM"}, "reason": {"consumer fixed"}, "idempotency_key": {key[1]}}, nil)
-	if code != 200 {
-		t.Fatalf("redeliver = %d", code)
-	}
-	if n, cases := cnRecoveries(t, b.Admin, b.quarantined); n != 1 || cases != "CASE-CHROMIUM" {
-		t.Errorf("audit: %d rows, cases %q", n, cases)
-	}
-	dom = rmChromium(t, bin, "--dump-dom", op.URL+"/console/event?id="+b.quarantined)
-	if got := readmodelfix.ConsoleElem(t, dom, "status-"+kernelfix.DestMetering); got != "pending" {
-		t.Errorf("after the re-delivery the browser shows %q", got)
 	}
 }
 
