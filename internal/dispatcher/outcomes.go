@@ -187,13 +187,13 @@ func (d *Dispatcher) newBatchers() {
 	d.out.retries = &batcher[pgcall.RetryItem]{op: "retry", interval: d.cfg.OutcomeFlushInterval, max: maxItems, idle: idle, maxCalls: calls,
 		call: func(g []pendingOutcome[pgcall.RetryItem]) []outcomeResult {
 			return batchCall(d, "retry", g, func(ctx context.Context, items []pgcall.RetryItem) ([]pgcall.ItemOutcome, error) {
-				return pgcall.RetryDeliveries(ctx, d.pool, items)
+				return pgcall.RetryDeliveriesTyped(ctx, d.pool, items)
 			})
 		}}
 	d.out.quarantines = &batcher[pgcall.QuarantineItem]{op: "quarantine", interval: d.cfg.OutcomeFlushInterval, max: maxItems, idle: idle, maxCalls: calls,
 		call: func(g []pendingOutcome[pgcall.QuarantineItem]) []outcomeResult {
 			return batchCall(d, "quarantine", g, func(ctx context.Context, items []pgcall.QuarantineItem) ([]pgcall.ItemOutcome, error) {
-				return pgcall.QuarantineDeliveries(ctx, d.pool, items)
+				return pgcall.QuarantineDeliveriesTyped(ctx, d.pool, items)
 			})
 		}}
 }
@@ -325,14 +325,14 @@ func itemError(op string, o pgcall.ItemOutcome) error {
 // statement returned its rows and before its commit (T-3, R-AK-9: all or nothing).
 func (d *Dispatcher) ackBatch(ctx context.Context, items []pgcall.AckItem) ([]pgcall.ItemOutcome, error) {
 	if !failpoint.Armed() {
-		return pgcall.AckDeliveries(ctx, d.pool, items)
+		return pgcall.AckDeliveriesTyped(ctx, d.pool, items)
 	}
 	tx, err := d.pool.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	outs, err := pgcall.AckDeliveries(ctx, tx, items)
+	outs, err := pgcall.AckDeliveriesTyped(ctx, tx, items)
 	if err != nil {
 		return nil, err
 	}
