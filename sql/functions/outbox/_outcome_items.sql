@@ -1,20 +1,14 @@
--- outbox._outcome_items(p_items json, p_call text) RETURNS outbox.outcome_items
+-- outbox._outcome_items(p_items json, p_call text) RETURNS outbox.outcome_items, and the typed
+--   overload outbox._outcome_items(p_call, destinations, event ids, attempt ids, lease tokens,
+--   acks json[], receipts json[], candidates text[], error codes, error refs, reasons) (HP-2)
 -- (private, SPEC R-AK-9, HP-1, HP-2; details in docs/contract.md "Batch outcomes")
 -- Purpose: THE parse of an outcome batch for p_call = ack_deliveries | retry_deliveries |
---   quarantine_deliveries: one value of the composite outbox.outcome_items (typed parallel
---   arrays, element i = item i in input order). Acks in the layout internal/pgcall sends are
---   read by one json_to_recordset (fast form); any other batch goes through the generic
---   parser outbox._batch_items, and each item's 22023 problem (shape, receiptDigestCandidate,
---   reason, errorCode, errorRef) is in sqlstate/detail. errorRef is sanitized.
--- One call per batch, never per item (HP-1). SQLSTATEs (whole call, from outbox._batch_items):
---   22023 not a JSON array or more than 1000 items; OB201 unreadable (\u0000).
--- The typed overload outbox._outcome_items(p_call, destinations, event ids, attempt ids, lease
---   tokens, acks json[], receipts json[], candidates text[], error codes, error refs, reasons)
---   is the same parse for the typed forms of the three functions (HP-2): the items arrive as
---   parallel arrays (the ones a call does not take are NULL) and are checked with the same
---   per-item problems in one statement; 22023 for the whole call when the arrays are not
---   one-dimensional and of one length or hold more than 1000 items, OB201 for a receipt holding
---   \u0000.
+--   quarantine_deliveries into outbox.outcome_items (typed parallel arrays in input order, each
+--   item's 22023 problem in sqlstate/detail, errorRef sanitized). JSON: the fast form (one
+--   json_to_recordset) for acks in internal/pgcall's layout, else the generic parser
+--   outbox._batch_items. Typed: the arrays a call does not take are NULL; one statement.
+-- One call per batch, never per item (HP-1). SQLSTATEs (whole call): 22023 not a JSON array,
+--   arrays not one-dimensional and of one length, more than 1000 items; OB201 unreadable (\u0000).
 -- Callers: outbox.ack_deliveries, retry_deliveries, quarantine_deliveries (both forms); granted
 --   to nobody.
 CREATE OR REPLACE FUNCTION outbox._outcome_items(p_items json, p_call text)

@@ -1,23 +1,18 @@
--- outbox.ack_deliveries(p_items json)
+-- outbox.ack_deliveries(p_items json) and its typed form (HP-2) outbox.ack_deliveries(destinations
+--   text[], event_ids uuid[], attempt_ids uuid[], lease_tokens uuid[], acks json[], receipts json[],
+--   receipt_digest_candidates text[]): the items as parallel arrays, element i = item i
 -- RETURNS TABLE(destination text, event_id uuid, attempt_id uuid, outcome text, sqlstate text, detail text)
 -- (public, SPEC R-AK-1..4, R-AK-9, D-2, §12a HP-1..HP-4, §13; how it works: docs/contract.md "Batch outcomes")
--- Purpose: many ActiveConsumerAck@1 outcomes in one call and one transaction. p_items: a JSON array
---   (at most 1000) of {destination, eventId, attemptId, leaseToken, ack, receipt,
---   receiptDigestCandidate?}, parsed once by outbox._outcome_items. One row per item, in input
---   order: complete | not_complete | rejected with sqlstate and detail: 22023 (item shape), OB001
---   (fencing; a delivery named twice), OB002 (the ack rule, outbox._ack_problem). A rejected item
---   changes nothing. ONE statement judges every item by a cheap predicate; the full rule
---   (outbox._ack_item_problem) runs only for the items it rejects (HP-1). Plans: index lookups only
---   (HP-3). Time: clock_timestamp() once per call; publication (outbox._publish_events) its own.
--- SQLSTATEs (whole call): 22023 not a JSON array or more than 1000 items; OB201 unreadable
---   (\u0000); OB002 publication finds an acknowledged delivery inconsistent with its event.
+-- Purpose: many ActiveConsumerAck@1 outcomes in one call and one transaction. JSON: an array (at
+--   most 1000) of {destination, eventId, attemptId, leaseToken, ack, receipt, receiptDigestCandidate?}.
+--   Both forms parse once (outbox._outcome_items) and run the rule once (outbox._ack_outcomes).
+--   One row per item, in input order: complete | not_complete | rejected with sqlstate and
+--   detail: 22023 (item shape), OB001 (fencing; a delivery named twice), OB002 (the ack rule). A
+--   rejected item changes nothing.
+-- SQLSTATEs (whole call): 22023 not a JSON array, arrays of different lengths, more than 1000
+--   items; OB201 unreadable (\u0000); OB002 publication finds an acknowledged delivery
+--   inconsistent with its event.
 -- Caller: outbox_dispatcher (also through outbox.ack_delivery, a batch of one).
--- Typed form (HP-2): outbox.ack_deliveries(destinations text[], event_ids uuid[], attempt_ids uuid[],
---   lease_tokens uuid[], acks json[], receipts json[], receipt_digest_candidates text[]) - the
---   items as parallel arrays (element i of each = item i; the last array may be NULL), as
---   internal/pgcall sends them: no JSON document is parsed. Same checks, rule and result rows;
---   22023 for the whole call when the arrays differ in length or hold more than 1000 items.
--- Both forms run the rule in outbox._ack_outcomes, once per batch.
 CREATE OR REPLACE FUNCTION outbox.ack_deliveries(p_items json)
  RETURNS TABLE(destination text, event_id uuid, attempt_id uuid, outcome text, sqlstate text, detail text)
  LANGUAGE plpgsql

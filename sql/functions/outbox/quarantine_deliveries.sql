@@ -1,22 +1,16 @@
--- outbox.quarantine_deliveries(p_items json)
+-- outbox.quarantine_deliveries(p_items json) and its typed form (HP-2)
+--   outbox.quarantine_deliveries(destinations text[], event_ids uuid[], attempt_ids uuid[],
+--   lease_tokens uuid[], reasons text[], error_codes text[], error_refs text[])
 -- RETURNS TABLE(destination text, event_id uuid, attempt_id uuid, outcome text, sqlstate text, detail text)
 -- (public, SPEC R-AK-6, R-AK-7, R-AK-9, §13; how it works: docs/contract.md "Batch outcomes")
--- Purpose: many non-retryable outcomes in one call and one transaction. p_items: a JSON array (at
---   most 1000) of {destination, eventId, attemptId, leaseToken, reason, errorCode, errorRef?},
---   parsed once by outbox._outcome_items: reason a non-retryable code of outbox.error_codes,
---   errorCode any code there, errorRef (sanitized) kept on the finish. One row per item in input
---   order: quarantined (non_retryable finish, terminal state, quarantine row with the event
---   digest) or rejected with sqlstate and detail: 22023 (shape, reason, code), OB001 (fencing; a
---   delivery named twice). Set-based: lock, judge, outbox._quarantine_write. Time:
---   clock_timestamp() once per call.
--- SQLSTATEs (whole call): 22023 not a JSON array or more than 1000 items; OB201 unreadable.
+-- Purpose: many non-retryable outcomes in one call and one transaction. JSON: an array (at most
+--   1000) of {destination, eventId, attemptId, leaseToken, reason, errorCode, errorRef?}. Both
+--   forms parse once (outbox._outcome_items) and run the rule once (outbox._quarantine_outcomes).
+--   One row per item in input order: quarantined (non_retryable finish, quarantine row) or
+--   rejected: 22023 (shape, reason, code), OB001 (fencing; a delivery named twice).
+-- SQLSTATEs (whole call): 22023 not a JSON array, arrays of different lengths, more than 1000
+--   items; OB201 unreadable.
 -- Caller: outbox_dispatcher (also through outbox.quarantine_delivery, a batch of one).
--- Typed form (HP-2): outbox.quarantine_deliveries(destinations text[], event_ids uuid[], attempt_ids uuid[],
---   lease_tokens uuid[], reasons text[], error_codes text[], error_refs text[]) - the
---   items as parallel arrays (element i of each = item i; the last array may be NULL), as
---   internal/pgcall sends them: no JSON document is parsed. Same checks, rule and result rows;
---   22023 for the whole call when the arrays differ in length or hold more than 1000 items.
--- Both forms run the rule in outbox._quarantine_outcomes, once per batch.
 CREATE OR REPLACE FUNCTION outbox.quarantine_deliveries(p_items json)
  RETURNS TABLE(destination text, event_id uuid, attempt_id uuid, outcome text, sqlstate text, detail text)
  LANGUAGE plpgsql

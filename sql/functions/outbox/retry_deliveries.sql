@@ -1,22 +1,17 @@
--- outbox.retry_deliveries(p_items json)
+-- outbox.retry_deliveries(p_items json) and its typed form (HP-2) outbox.retry_deliveries(
+--   destinations text[], event_ids uuid[], attempt_ids uuid[], lease_tokens uuid[], error_codes
+--   text[], error_refs text[]): the items as parallel arrays, element i = item i
 -- RETURNS TABLE(destination text, event_id uuid, attempt_id uuid, outcome text, sqlstate text, detail text)
 -- (public, SPEC R-AK-5, R-AK-7, R-AK-9, R-AK-10, §13; how it works: docs/contract.md "Batch outcomes")
--- Purpose: many retryable outcomes in one call and one transaction. p_items: a JSON array (at most
---   1000) of {destination, eventId, attemptId, leaseToken, errorCode, errorRef?}, parsed once by
---   outbox._outcome_items. One row per item in input order: pending (back to pending after the
---   policy's backoff), quarantined (max attempts since the last recovery reached: retry_exhausted;
---   awaiting_revision never exhausts) or rejected with sqlstate and detail: 22023 (shape, unknown
---   or non-retryable code), OB001 (fencing; a delivery named twice). A rejected item changes
---   nothing. Set-based, no per-item function call on the success path (HP-1); plans are index
---   lookups (HP-3). Time: clock_timestamp() once per call.
--- SQLSTATEs (whole call): 22023 not a JSON array or more than 1000 items; OB201 unreadable.
+-- Purpose: many retryable outcomes in one call and one transaction. JSON: an array (at most 1000)
+--   of {destination, eventId, attemptId, leaseToken, errorCode, errorRef?}. Both forms parse once
+--   (outbox._outcome_items) and run the rule once (outbox._retry_outcomes). One row per item in
+--   input order: pending (after the policy's backoff), quarantined (max attempts since the last
+--   recovery reached: retry_exhausted; awaiting_revision never exhausts) or rejected: 22023
+--   (shape, unknown or non-retryable code), OB001 (fencing; a delivery named twice).
+-- SQLSTATEs (whole call): 22023 not a JSON array, arrays of different lengths, more than 1000
+--   items; OB201 unreadable.
 -- Caller: outbox_dispatcher (also through outbox.retry_delivery, a batch of one).
--- Typed form (HP-2): outbox.retry_deliveries(destinations text[], event_ids uuid[], attempt_ids uuid[],
---   lease_tokens uuid[], error_codes text[], error_refs text[]) - the
---   items as parallel arrays (element i of each = item i; the last array may be NULL), as
---   internal/pgcall sends them: no JSON document is parsed. Same checks, rule and result rows;
---   22023 for the whole call when the arrays differ in length or hold more than 1000 items.
--- Both forms run the rule in outbox._retry_outcomes, once per batch.
 CREATE OR REPLACE FUNCTION outbox.retry_deliveries(p_items json)
  RETURNS TABLE(destination text, event_id uuid, attempt_id uuid, outcome text, sqlstate text, detail text)
  LANGUAGE plpgsql
