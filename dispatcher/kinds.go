@@ -72,7 +72,7 @@ var outcomeKinds = [numKinds]outcomeKind{
 			for i, it := range items {
 				in[i] = pgcall.AckItem{Fence: it.fence, Ack: it.ack, Receipt: it.receipt, ReceiptDigestCandidate: it.receiptCandidate}
 			}
-			return pgcall.AckDeliveries(ctx, db, in)
+			return pgcall.AckDeliveriesTyped(ctx, db, in)
 		},
 		one: func(ctx context.Context, db pgcall.DBTX, it outcomeItem) (string, error) {
 			return pgcall.AckDelivery(ctx, db, it.fence, it.ack, it.receipt, it.receiptCandidate)
@@ -104,7 +104,7 @@ var outcomeKinds = [numKinds]outcomeKind{
 			for i, it := range items {
 				in[i] = pgcall.RetryItem{Fence: it.fence, ErrorCode: it.code, ErrorRef: it.ref}
 			}
-			return pgcall.RetryDeliveries(ctx, db, in)
+			return pgcall.RetryDeliveriesTyped(ctx, db, in)
 		},
 		one: func(ctx context.Context, db pgcall.DBTX, it outcomeItem) (string, error) {
 			return pgcall.RetryDelivery(ctx, db, it.fence, it.code, it.ref)
@@ -127,7 +127,7 @@ var outcomeKinds = [numKinds]outcomeKind{
 			for i, it := range items {
 				in[i] = pgcall.QuarantineItem{Fence: it.fence, Reason: it.reason, ErrorCode: it.code, ErrorRef: it.ref}
 			}
-			return pgcall.QuarantineDeliveries(ctx, db, in)
+			return pgcall.QuarantineDeliveriesTyped(ctx, db, in)
 		},
 		one: func(ctx context.Context, db pgcall.DBTX, it outcomeItem) (string, error) {
 			return "quarantined", pgcall.QuarantineDelivery(ctx, db, it.fence, it.reason, it.code, it.ref)

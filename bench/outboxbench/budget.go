@@ -124,10 +124,16 @@ var categories = []category{
 	{"claim_call", "", 1, false, regexp.MustCompile(`outbox\.claim_deliveries\s*\(`)},
 	{"ack_call", "", 1, false, regexp.MustCompile(`outbox\.ack_deliveries\s*\(`)},
 	{"append_call", "", 1, false, regexp.MustCompile(`outbox\.append_events\s*\(`)},
+	// the nested statement of a public outcome function that runs its parse and its private
+	// body (migration 046: outbox._ack_outcomes(outbox._outcome_items(...)) and the retry and
+	// quarantine ones): it contains the whole call, so it is in no category of the budget (not
+	// in categoryOrder) and its parts are counted by their own statements
+	{"outcome_body", "ack_call", -1, false, regexp.MustCompile(`outbox\._(ack|retry|quarantine)_outcomes\s*\(`)},
 	// the foreign-key checks of attempt starts and finishes (RI trigger queries)
 	{"attempt_fk", "claim,ack_update,attempt_rows", -1, false, regexp.MustCompile(`(?is)^SELECT \$?\d+ FROM ONLY "outbox"\."outbox_(deliveries|delivery_attempt_starts|events)" x .*FOR KEY SHARE`)},
 	// the ack's lock of its deliveries in key order (counted with the judge)
-	{"judge", "ack_call", -1, false, regexp.MustCompile(`(?i)_lock_deliveries|unnest\(p_destinations,\s*p_event_ids\)`)},
+	// (and the typed parse of outbox._outcome_items, HP-2: ROWS FROM (unnest(p_destinations), ...))
+	{"judge", "ack_call", -1, false, regexp.MustCompile(`(?i)_lock_deliveries|unnest\(p_destinations,\s*p_event_ids\)|rows\s+from\s*\(\s*pg_catalog\.unnest\(p_destinations\)`)},
 	// claim: the claiming statement (with its attempt-start insert when that is a CTE of it),
 	// the recovery probe and the argument checks
 	{"claim", "claim_call", -1, false, regexp.MustCompile(`(?is)skip\s+locked|lease_token\s*=\s*pg_catalog\.gen_random_uuid|_dispatch_recover|unnest\(p_destinations\)|lease_expires_at\s*<=`)},

@@ -470,11 +470,11 @@ type itemOutcome = pgcall.ItemOutcome
 // ackMode names the ack path in the RESULT line, so reports say which one was measured.
 const ackMode = "ack_deliveries"
 
-// ackBatch acknowledges one claimed batch with ONE call of outbox.ack_deliveries (one
+// ackBatch acknowledges one claimed batch with ONE call of outbox.ack_deliveries, typed form (one
 // transaction, per-item outcomes, the receipt digest candidates passed: the D-2 hot path) and
 // returns one outcome per item, in input order: complete | not_complete | rejected.
 func ackBatch(ctx context.Context, db pgcall.DBTX, items []ackItem) ([]itemOutcome, error) {
-	return pgcall.AckDeliveries(ctx, db, items)
+	return pgcall.AckDeliveriesTyped(ctx, db, items)
 }
 
 // buildAck builds, for one claimed delivery, the receipt a correct consumer would write and

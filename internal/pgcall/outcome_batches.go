@@ -151,7 +151,13 @@ func outcomeBatch(ctx context.Context, db DBTX, call, sql string, doc any) ([]It
 	if err := enc.Encode(doc); err != nil {
 		return nil, fmt.Errorf("%s: %w", call, err)
 	}
-	rows, err := db.Query(ctx, sql, buf.String())
+	return outcomeRows(ctx, db, call, sql, buf.String())
+}
+
+// outcomeRows runs one batch outcome call and reads its rows (destination, event_id,
+// attempt_id, outcome, sqlstate, detail).
+func outcomeRows(ctx context.Context, db DBTX, call, sql string, args ...any) ([]ItemOutcome, error) {
+	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, interpretError(call, err)
 	}

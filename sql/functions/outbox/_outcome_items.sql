@@ -1,14 +1,16 @@
--- outbox._outcome_items(p_items json, p_call text) RETURNS outbox.outcome_items
+-- outbox._outcome_items(p_items json, p_call text) RETURNS outbox.outcome_items, and the typed
+--   overload outbox._outcome_items(p_call, destinations, event ids, attempt ids, lease tokens,
+--   acks json[], receipts json[], candidates text[], error codes, error refs, reasons) (HP-2)
 -- (private, SPEC R-AK-9, HP-1, HP-2; details in docs/contract.md "Batch outcomes")
 -- Purpose: THE parse of an outcome batch for p_call = ack_deliveries | retry_deliveries |
---   quarantine_deliveries: one value of the composite outbox.outcome_items (typed parallel
---   arrays, element i = item i in input order). Acks in the layout internal/pgcall sends are
---   read by one json_to_recordset (fast form); any other batch goes through the generic
---   parser outbox._batch_items, and each item's 22023 problem (shape, receiptDigestCandidate,
---   reason, errorCode, errorRef) is in sqlstate/detail. errorRef is sanitized.
--- One call per batch, never per item (HP-1). SQLSTATEs (whole call, from outbox._batch_items):
---   22023 not a JSON array or more than 1000 items; OB201 unreadable (\u0000).
--- Callers: outbox.ack_deliveries, retry_deliveries, quarantine_deliveries; granted to nobody.
+--   quarantine_deliveries into outbox.outcome_items (typed parallel arrays in input order, each
+--   item's 22023 problem in sqlstate/detail, errorRef sanitized). JSON: the fast form (one
+--   json_to_recordset) for acks in internal/pgcall's layout, else the generic parser
+--   outbox._batch_items. Typed: the arrays a call does not take are NULL; one statement.
+-- One call per batch, never per item (HP-1). SQLSTATEs (whole call): 22023 not a JSON array,
+--   arrays not one-dimensional and of one length, more than 1000 items; OB201 unreadable (\u0000).
+-- Callers: outbox.ack_deliveries, retry_deliveries, quarantine_deliveries (both forms); granted
+--   to nobody.
 CREATE OR REPLACE FUNCTION outbox._outcome_items(p_items json, p_call text)
  RETURNS outbox.outcome_items
  LANGUAGE plpgsql
@@ -122,3 +124,91 @@ COMMENT ON FUNCTION outbox._outcome_items(json, text) IS
     'Private: the one parse of an ack/retry/quarantine batch into outbox.outcome_items (typed parallel arrays in input order, per-item 22023 problems); one call per batch (SPEC R-AK-9, HP-1, HP-2).';
 
 REVOKE ALL ON FUNCTION outbox._outcome_items(json, text) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION outbox._outcome_items(p_call text, p_destinations text[], p_event_ids uuid[], p_attempt_ids uuid[], p_lease_tokens uuid[], p_acks json[], p_receipts json[], p_receipt_digest_candidates text[], p_error_codes text[], p_error_refs text[], p_reasons text[])
+ RETURNS outbox.outcome_items
+ LANGUAGE plpgsql
+ STABLE
+AS $function$
+DECLARE
+    r   outbox.outcome_items;
+    v_n integer := pg_catalog.cardinality(p_destinations);
+BEGIN
+    -- the typed form (HP-2): every array one-dimensional and of the batch's length (an optional
+    -- one may be NULL: every item NULL); the arrays a call does not take must be NULL
+    IF v_n IS NULL
+       OR EXISTS (SELECT 1
+                    FROM (VALUES (pg_catalog.array_ndims(p_destinations), pg_catalog.cardinality(p_destinations), true),
+                                 (pg_catalog.array_ndims(p_event_ids), pg_catalog.cardinality(p_event_ids), true),
+                                 (pg_catalog.array_ndims(p_attempt_ids), pg_catalog.cardinality(p_attempt_ids), true),
+                                 (pg_catalog.array_ndims(p_lease_tokens), pg_catalog.cardinality(p_lease_tokens), true),
+                                 (pg_catalog.array_ndims(p_acks), pg_catalog.cardinality(p_acks), p_call = 'ack_deliveries'),
+                                 (pg_catalog.array_ndims(p_receipts), pg_catalog.cardinality(p_receipts), p_call = 'ack_deliveries'),
+                                 (pg_catalog.array_ndims(p_receipt_digest_candidates), pg_catalog.cardinality(p_receipt_digest_candidates), false),
+                                 (pg_catalog.array_ndims(p_error_codes), pg_catalog.cardinality(p_error_codes), p_call <> 'ack_deliveries'),
+                                 (pg_catalog.array_ndims(p_error_refs), pg_catalog.cardinality(p_error_refs), false),
+                                 (pg_catalog.array_ndims(p_reasons), pg_catalog.cardinality(p_reasons), p_call = 'quarantine_deliveries'))
+                         AS a(ndims, n, required)
+                   WHERE (a.n IS NULL AND a.required)
+                      OR (a.n IS NOT NULL AND a.n <> v_n)
+                      OR coalesce(a.ndims, 1) <> 1) THEN
+        RAISE EXCEPTION '%: items must be parallel arrays of one length', p_call
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('destinations, event ids, attempt ids, lease tokens and the outcome arrays must be one-dimensional and all hold %s elements', coalesce(v_n, 0));
+    END IF;
+    IF v_n > 1000 THEN
+        RAISE EXCEPTION '%: too many items', p_call
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('%s items; at most 1000 per call', v_n);
+    END IF;
+    IF v_n = 0 THEN
+        RETURN r; -- nothing to answer
+    END IF;
+    BEGIN
+        -- one statement, no per-item function call but the errorRef sanitizer (an SQL function,
+        -- inlined); the problems are those of the JSON form's generic parser for the same values
+        SELECT pg_catalog.array_agg(x.ord::integer ORDER BY x.ord), pg_catalog.array_agg(x.dest ORDER BY x.ord),
+               pg_catalog.array_agg(x.ev ORDER BY x.ord), pg_catalog.array_agg(x.att ORDER BY x.ord),
+               pg_catalog.array_agg(x.tok ORDER BY x.ord),
+               pg_catalog.array_agg(x.ack ORDER BY x.ord), pg_catalog.array_agg(x.rc ORDER BY x.ord),
+               pg_catalog.array_agg(CASE WHEN pg_catalog.json_typeof(x.rc) = 'object' THEN x.rc::jsonb END ORDER BY x.ord),
+               pg_catalog.array_agg(x.cand ORDER BY x.ord), pg_catalog.array_agg(x.code ORDER BY x.ord),
+               pg_catalog.array_agg(outbox._dispatch_sanitize_ref(x.ref) ORDER BY x.ord),
+               pg_catalog.array_agg(x.reason ORDER BY x.ord),
+               pg_catalog.array_agg(CASE WHEN c.problem IS NOT NULL THEN '22023' END ORDER BY x.ord),
+               pg_catalog.array_agg(c.problem ORDER BY x.ord)
+          INTO r.ord, r.destination, r.event_id, r.attempt_id, r.lease_token, r.ack, r.receipt, r.receipt_jsonb,
+               r.receipt_digest_candidate, r.error_code, r.error_ref, r.reason, r.sqlstate, r.detail
+          FROM ROWS FROM (pg_catalog.unnest(p_destinations), pg_catalog.unnest(p_event_ids), pg_catalog.unnest(p_attempt_ids),
+                          pg_catalog.unnest(p_lease_tokens), pg_catalog.unnest(p_acks), pg_catalog.unnest(p_receipts),
+                          pg_catalog.unnest(p_receipt_digest_candidates), pg_catalog.unnest(p_error_codes),
+                          pg_catalog.unnest(p_error_refs), pg_catalog.unnest(p_reasons))
+               WITH ORDINALITY AS x(dest, ev, att, tok, ack, rc, cand, code, ref, reason, ord)
+          LEFT JOIN outbox.error_codes AS rc
+                 ON p_call = 'quarantine_deliveries' AND rc.code = x.reason AND NOT rc.retryable
+          LEFT JOIN outbox.error_codes AS ec
+                 ON p_call <> 'ack_deliveries' AND ec.code = x.code
+         CROSS JOIN LATERAL (
+                SELECT CASE
+                    WHEN p_call = 'ack_deliveries' THEN NULL
+                    WHEN p_call = 'quarantine_deliveries' AND rc.code IS NULL
+                    THEN pg_catalog.format('reason %s is not a non-retryable code of outbox.error_codes', pg_catalog.to_json(x.reason))
+                    WHEN ec.code IS NULL
+                    THEN pg_catalog.format('error_code %s is not in outbox.error_codes', pg_catalog.to_json(x.code))
+                    WHEN p_call = 'retry_deliveries' AND NOT ec.retryable
+                    THEN pg_catalog.format('error_code %s is non-retryable: use quarantine_delivery', ec.code)
+                END AS problem
+              ) AS c;
+    EXCEPTION WHEN untranslatable_character OR character_not_in_repertoire THEN
+        -- a receipt holding \u0000: PostgreSQL's jsonb cannot read it (as for the JSON form)
+        RAISE EXCEPTION '%: items are not canonicalizable', p_call
+            USING ERRCODE = 'OB201', DETAIL = SQLERRM;
+    END;
+    RETURN r;
+END
+$function$;
+
+COMMENT ON FUNCTION outbox._outcome_items(text, text[], uuid[], uuid[], uuid[], json[], json[], text[], text[], text[], text[]) IS
+    'Private: the typed form of the outcome batch parse (HP-2): parallel arrays into outbox.outcome_items with the same per-item 22023 problems; 22023 for arrays of different lengths or more than 1000 items; one call per batch (SPEC R-AK-9, HP-1, HP-2).';
+
+REVOKE ALL ON FUNCTION outbox._outcome_items(text, text[], uuid[], uuid[], uuid[], json[], json[], text[], text[], text[], text[]) FROM PUBLIC;
