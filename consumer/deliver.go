@@ -100,8 +100,15 @@ func (c *Consumer) check(d wire.Delivery) (Event, wire.Result, bool) {
 	// the claimed digest, the bytes are those canonical bytes and nothing is canonicalized
 	// again. Otherwise (a sender that does not send canonical bytes, or a wrong digest) the
 	// envelope is canonicalized and its jcs-sha256-v1 compared, as before.
+	// The bytes are still scanned against the jcs-sha256-v1 subset (canon.Validate: no
+	// canonicalization), so a body outside it is envelope_invalid here, as before, whatever digest
+	// its sender claims.
 	canonical, sha := d.Envelope, canon.SumHex(d.Envelope)
-	if sha != d.EnvelopeSHA256 {
+	if sha == d.EnvelopeSHA256 {
+		if canon.Validate(d.Envelope) != nil {
+			return Event{}, nonRetryable(CodeEnvelopeInvalid, "not_canonicalizable"), false
+		}
+	} else {
 		var err error
 		if canonical, sha, err = canon.CanonicalizeDigest(d.Envelope); err != nil {
 			return Event{}, nonRetryable(CodeEnvelopeInvalid, "not_canonicalizable"), false

@@ -89,29 +89,37 @@ func TestParseEnvelopeAgreesWithReference(t *testing.T) {
 		"payload": map[string]any{"a": 1},
 	}
 	variants := map[string]func(m map[string]any){
-		"valid":              func(map[string]any) {},
-		"optional ids":       func(m map[string]any) { m["correlationId"], m["causationId"], m["operationId"] = "c", "d", "e" },
-		"escaped strings":    func(m map[string]any) { m["aggregateId"], m["correlationId"] = "a\"b\\c\nd\u00e9\u2028", "<&>" },
-		"project id":         func(m map[string]any) { m["tenant"] = map[string]any{"tenantKind": "org", "tenantId": "t", "workspaceId": "w", "projectId": "p"} },
-		"payload array":      func(m map[string]any) { m["payload"] = []any{1, "x"} },
-		"payload number":     func(m map[string]any) { m["payload"] = 7 },
-		"unknown member":     func(m map[string]any) { m["extra"] = 1 },
-		"null optional":      func(m map[string]any) { m["correlationId"] = nil },
-		"null payload":       func(m map[string]any) { m["payload"] = nil },
-		"null tenant member": func(m map[string]any) { m["tenant"] = map[string]any{"tenantKind": "org", "tenantId": "t", "workspaceId": "w", "projectId": nil} },
-		"unknown tenant":     func(m map[string]any) { m["tenant"] = map[string]any{"tenantKind": "org", "tenantId": "t", "workspaceId": "w", "x": "y"} },
-		"tenant not object":  func(m map[string]any) { m["tenant"] = "org" },
-		"tenant empty id":    func(m map[string]any) { m["tenant"] = map[string]any{"tenantKind": "org", "tenantId": "", "workspaceId": "w"} },
-		"revision zero":      func(m map[string]any) { m["aggregateRevision"] = 0 },
-		"revision negative":  func(m map[string]any) { m["aggregateRevision"] = -1 },
-		"revision float":     func(m map[string]any) { m["aggregateRevision"] = 1.5 },
-		"revision string":    func(m map[string]any) { m["aggregateRevision"] = "1" },
-		"event id upper":     func(m map[string]any) { m["eventId"] = strings.ToUpper("0b8f3c7e-5d0a-4c1e-9a55-6f0e2f1d9a01") },
-		"event id number":    func(m map[string]any) { m["eventId"] = 5 },
-		"type empty":         func(m map[string]any) { m["eventType"] = "" },
-		"type number":        func(m map[string]any) { m["eventType"] = 1 },
-		"bad time":           func(m map[string]any) { m["occurredAt"] = "2026-01-02T03:04:05Z" },
-		"time number":        func(m map[string]any) { m["occurredAt"] = 1 },
+		"valid":           func(map[string]any) {},
+		"optional ids":    func(m map[string]any) { m["correlationId"], m["causationId"], m["operationId"] = "c", "d", "e" },
+		"escaped strings": func(m map[string]any) { m["aggregateId"], m["correlationId"] = "a\"b\\c\nd\u00e9\u2028", "<&>" },
+		"project id": func(m map[string]any) {
+			m["tenant"] = map[string]any{"tenantKind": "org", "tenantId": "t", "workspaceId": "w", "projectId": "p"}
+		},
+		"payload array":  func(m map[string]any) { m["payload"] = []any{1, "x"} },
+		"payload number": func(m map[string]any) { m["payload"] = 7 },
+		"unknown member": func(m map[string]any) { m["extra"] = 1 },
+		"null optional":  func(m map[string]any) { m["correlationId"] = nil },
+		"null payload":   func(m map[string]any) { m["payload"] = nil },
+		"null tenant member": func(m map[string]any) {
+			m["tenant"] = map[string]any{"tenantKind": "org", "tenantId": "t", "workspaceId": "w", "projectId": nil}
+		},
+		"unknown tenant": func(m map[string]any) {
+			m["tenant"] = map[string]any{"tenantKind": "org", "tenantId": "t", "workspaceId": "w", "x": "y"}
+		},
+		"tenant not object": func(m map[string]any) { m["tenant"] = "org" },
+		"tenant empty id": func(m map[string]any) {
+			m["tenant"] = map[string]any{"tenantKind": "org", "tenantId": "", "workspaceId": "w"}
+		},
+		"revision zero":     func(m map[string]any) { m["aggregateRevision"] = 0 },
+		"revision negative": func(m map[string]any) { m["aggregateRevision"] = -1 },
+		"revision float":    func(m map[string]any) { m["aggregateRevision"] = 1.5 },
+		"revision string":   func(m map[string]any) { m["aggregateRevision"] = "1" },
+		"event id upper":    func(m map[string]any) { m["eventId"] = strings.ToUpper("0b8f3c7e-5d0a-4c1e-9a55-6f0e2f1d9a01") },
+		"event id number":   func(m map[string]any) { m["eventId"] = 5 },
+		"type empty":        func(m map[string]any) { m["eventType"] = "" },
+		"type number":       func(m map[string]any) { m["eventType"] = 1 },
+		"bad time":          func(m map[string]any) { m["occurredAt"] = "2026-01-02T03:04:05Z" },
+		"time number":       func(m map[string]any) { m["occurredAt"] = 1 },
 	}
 	for _, drop := range []string{"eventId", "eventType", "eventSchemaVersion", "aggregateId", "aggregateRevision", "tenant", "occurredAt", "payload"} {
 		drop := drop

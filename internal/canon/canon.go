@@ -98,6 +98,12 @@ func Digest(v any) (string, error) {
 	return SHA256Hex(b)
 }
 
+// Validate checks doc against the jcs-sha256-v1 subset (strict RFC 8259: valid UTF-8, no
+// duplicate member names, no U+0000, integers with |n| <= 2^53-1 only, member names of at most
+// MaxMemberNameChars) without canonicalizing it: what Canonicalize refuses, Validate refuses with
+// the same error. It does not check that doc is in canonical form.
+func Validate(doc []byte) error { return validate(doc) }
+
 // validate checks doc against the jcs-sha256-v1 subset with a strict RFC 8259 scanner.
 func validate(doc []byte) error {
 	s := scanner{data: doc}

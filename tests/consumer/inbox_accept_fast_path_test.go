@@ -210,6 +210,30 @@ func TestAcceptDeliveryFastPathRefusals(t *testing.T) {
 			}
 		}
 	}
+	// An envelope with \u0000 (json accepts it, jsonb does not): both paths answer alike.
+	c0 := fastCaseOf(t, spec, "agg-nul")
+	c0.d.Envelope = json.RawMessage(strings.Replace(string(c0.d.Envelope), `"agg-nul"`, `"agg-\u0000"`, 1))
+	var states [2]string
+	for i, fn := range []string{"accept_delivery", "record_receipt"} {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `SET LOCAL ROLE `+consumerfix.Role); err != nil {
+			t.Fatal(err)
+		}
+		if fn == "accept_delivery" {
+			_, err = pgcall.AcceptDelivery(ctx, tx, c0.acceptParams())
+		} else {
+			_, err = pgcall.RecordReceipt(ctx, tx, pgcall.RecordReceiptParams{ConsumerName: spec.ConsumerName,
+				EventEnvelope: c0.d.Envelope, Receipt: c0.doc.Receipt, DigestCandidate: c0.doc.Candidate})
+		}
+		_ = tx.Rollback(ctx)
+		states[i] = consumerfix.SQLState(err)
+	}
+	if states[0] == "" || states[0] != states[1] {
+		t.Fatalf("\\u0000 envelope: accept_delivery %q, record_receipt %q; want the same refusal", states[0], states[1])
+	}
 	if n := consumerfix.Count(t, b.Pool, `SELECT count(*) FROM inbox.inbox_receipts`); n != 0 {
 		t.Fatalf("%d receipts stored by refused calls", n)
 	}

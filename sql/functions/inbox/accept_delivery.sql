@@ -32,7 +32,9 @@ BEGIN
     -- sha256 of its bytes = the delivery's digest, D-2 - the producer's database verified at
     -- append that the canonical text has this digest). Each argument parsed once (HP-2). No row
     -- (a predicate refused, or a receipt of the key or ref is stored): the full path below.
-    IF p_aggregate_revision IS NULL AND p_receipt_digest_candidate IS NOT NULL THEN
+    IF p_aggregate_revision IS NULL AND p_receipt_digest_candidate IS NOT NULL
+       -- \u0000 cannot become jsonb (22P05): such input is the full path's to refuse (OB105/OB201)
+       AND pg_catalog.strpos(p_event_envelope::text, '\u0000') = 0 AND pg_catalog.strpos(p_receipt::text, '\u0000') = 0 THEN
         INSERT INTO inbox.inbox_receipts AS r
                (consumer_name, projection_name, projection_version, event_id, destination, receipt_kind,
                 receipt_type, receipt_schema_version, receipt_ref, receipt_digest_algorithm_version,
