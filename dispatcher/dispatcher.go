@@ -266,8 +266,12 @@ func (d *Dispatcher) Ready(ctx context.Context) error {
 
 // DrainError is returned by Run when the shutdown grace ran out with deliveries in flight; those
 // were left to lease expiry (nothing was recorded for them).
-type DrainError struct{ Abandoned int64 }
+type DrainError struct {
+	// Abandoned counts the deliveries left to lease expiry.
+	Abandoned int64
+}
 
+// Error says how many deliveries were left to lease expiry.
 func (e *DrainError) Error() string {
 	return fmt.Sprintf("shutdown grace expired: %d in-flight deliveries left to lease expiry", e.Abandoned)
 }

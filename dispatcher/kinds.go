@@ -34,6 +34,8 @@ type outcomeKind struct {
 	// op labels the kind's metrics (outcome_batch_size, fencing_rejections, database_errors)
 	// and log lines.
 	op string
+	// function is the kernel function of the grouped call (logs).
+	function string
 	// group records two or more items with one call (ack_deliveries, …): one row per item, in
 	// order.
 	group func(ctx context.Context, db pgcall.DBTX, items []outcomeItem) ([]pgcall.ItemOutcome, error)
@@ -63,7 +65,8 @@ const (
 
 var outcomeKinds = [numKinds]outcomeKind{
 	kindAck: {
-		op: "ack",
+		op:       "ack",
+		function: "ack_deliveries",
 		group: func(ctx context.Context, db pgcall.DBTX, items []outcomeItem) ([]pgcall.ItemOutcome, error) {
 			in := make([]pgcall.AckItem, len(items))
 			for i, it := range items {
@@ -94,7 +97,8 @@ var outcomeKinds = [numKinds]outcomeKind{
 		unrecorded: func(d *Dispatcher, j *job) { d.observe(j, "ack_unrecorded") },
 	},
 	kindRetry: {
-		op: "retry",
+		op:       "retry",
+		function: "retry_deliveries",
 		group: func(ctx context.Context, db pgcall.DBTX, items []outcomeItem) ([]pgcall.ItemOutcome, error) {
 			in := make([]pgcall.RetryItem, len(items))
 			for i, it := range items {
@@ -116,7 +120,8 @@ var outcomeKinds = [numKinds]outcomeKind{
 		},
 	},
 	kindQuarantine: {
-		op: "quarantine",
+		op:       "quarantine",
+		function: "quarantine_deliveries",
 		group: func(ctx context.Context, db pgcall.DBTX, items []outcomeItem) ([]pgcall.ItemOutcome, error) {
 			in := make([]pgcall.QuarantineItem, len(items))
 			for i, it := range items {

@@ -279,7 +279,7 @@ func (d *Dispatcher) groupCall(ctx context.Context, kind *outcomeKind, items []o
 	for i, it := range items {
 		deliveries[i] = it.fence.Destination + "/" + it.fence.EventID
 	}
-	d.log.Info("test mode: grouped "+kind.op+" call returned; its transaction is not committed yet", "items", len(items), "deliveries", deliveries)
+	d.log.Info("test mode: "+kind.function+" returned; its transaction is not committed yet", "items", len(items), "deliveries", deliveries)
 	d.hook(kind.hookInGroup)
 	return outs, tx.Commit(ctx)
 }

@@ -79,8 +79,12 @@ type Handler interface {
 }
 
 // Rejection is a permanent, message-caused failure: the message ends DEAD with Reason.
-type Rejection struct{ Reason string }
+type Rejection struct {
+	// Reason is recorded as the DEAD message's reason.
+	Reason string
+}
 
+// Error returns the rejection with its reason.
 func (r *Rejection) Error() string { return "message rejected: " + r.Reason }
 
 // Reject returns a *Rejection.

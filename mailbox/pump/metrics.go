@@ -11,6 +11,7 @@ import (
 // Metrics are the pump's Prometheus collectors (SPEC R-MX-12) on their own registry. The only
 // label is the source name (and an outcome from a closed list): never a message id or key.
 type Metrics struct {
+	// Registry holds the pump's collectors (served on /metrics).
 	Registry *prometheus.Registry
 
 	Ticks              *prometheus.CounterVec // source

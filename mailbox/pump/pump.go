@@ -1,4 +1,4 @@
-// Package mailbox is the pump of the mailbox inbox pipeline (SPEC §10, R-MX-1..12): it reads a
+// Package pump is the pump of the mailbox inbox pipeline (SPEC §10, R-MX-1..12): it reads a
 // legacy mailbox table of another database by monotonic msg_id, records what it saw through
 // mailbox.record_discovery (enqueue and watermark in one transaction), processes the single
 // queue head in our database's transactions (handler + outbox.append_event +
@@ -110,7 +110,7 @@ func QuoteTable(name string) (string, error) {
 	return pgx.Identifier(parts).Sanitize(), nil
 }
 
-// ErrPumpHeld: another live session holds the source's pump (R-MX-11).
+// ErrPumpHeld means that another live session holds the source's pump (R-MX-11).
 var ErrPumpHeld = errors.New("another mailbox pump holds this source")
 
 // Pump runs one source. our is the dedicated session in our database (it holds the source for
@@ -131,6 +131,10 @@ type Pump struct {
 
 // Stats are counters of this pump's work (the demo and the benchmark print them).
 type Stats struct {
+	// Ticks counts the pump's rounds; Discovered the mailbox rows recorded; Succeeded, Dead
+	// and Failed the heads processed by outcome; Marked, AlreadyMarked and Missing the
+	// processed marks written back (or found written, or without their row); Transient the
+	// rounds that hit a transient error.
 	Ticks, Discovered, Succeeded, Dead, Failed, Marked, AlreadyMarked, Missing, Transient int
 }
 

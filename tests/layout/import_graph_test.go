@@ -15,9 +15,11 @@ import (
 
 const module = "github.com/oceanway/pgoutbox"
 
-// harness are the folders of test code: the harness packages, the integration tests, the
-// benchmarks and the soak runner. Everything else in the module is product code.
-var harness = []string{"internal/pgoutboxtest", "tests", "bench", "tools/soak"}
+// harness are the folders of test code: the harness packages, the public test kit (outboxtest,
+// which users import from their own tests only, and which builds on the harness's template
+// databases), the integration tests, the benchmarks and the soak runner. Everything else in the
+// module is product code.
+var harness = []string{"internal/pgoutboxtest", "outboxtest", "tests", "bench", "tools/soak"}
 
 // internalMayImport are the public packages a package under internal/ may import, and why.
 var internalMayImport = map[string]string{
