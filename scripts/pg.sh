@@ -53,12 +53,13 @@ else
 fi
 data="$base/data"
 sock="$base/sock"
-# The port is derived from the checkout path; if another server already listens there when the
-# cluster is created, the next free one is taken and remembered in $base/port.
+# The port is derived from the checkout path; if another server already listens there before the
+# cluster exists, the next free one is taken and remembered in $base/port. The first `url` or
+# `up` makes that choice: make computes the URL (`url`) before it runs `up`, so both must agree.
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 if [ -f "$base/port" ]; then
   port=$(cat "$base/port")
-elif [ "${1:-}" = up ] && [ -z "${DATABASE_URL:-}" ] && [ ! -f "$data/PG_VERSION" ]; then
+elif { [ "${1:-}" = up ] || [ "${1:-}" = url ]; } && [ -z "${DATABASE_URL:-}" ] && [ ! -f "$data/PG_VERSION" ]; then
   while port_busy "$port"; do port=$((port + 1)); done
   echo "$port" > "$base/port"
 fi
