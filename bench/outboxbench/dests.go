@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 
-
 	"github.com/oceanway/pgoutbox/internal/pgcall"
 	"github.com/oceanway/pgoutbox/internal/release"
 	"github.com/oceanway/pgoutbox/reference"
@@ -101,4 +100,3 @@ func activateRelease(ctx context.Context, dsn string, dests []string) error {
 	}
 	return pgcall.ActivateDeliverySet(ctx, conn, q)
 }
-
