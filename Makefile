@@ -150,7 +150,8 @@ bench: db-up
 	go run ./tools/benchreport -in bench.out -river bench-river.out -plans bench-plans.out -out docs/performance.md -db "$(DATABASE_URL)"
 
 ## bench-river: only the side by side with River; replaces just that section of docs/performance.md
-## (quick iteration: make bench-river BENCH_RIVER_N=5000 BENCH_RIVER_ROUNDS=1)
+## (quick iteration: make bench-river BENCH_RIVER_N=5000 BENCH_RIVER_ROUNDS=1; the scale curve of
+## R-DP-9 runs too unless BENCH_RIVER_CURVE=0, BENCH_CURVE_N events per run, default 5000)
 bench-river: db-up
 	scripts/bench-river.sh bench-river.out
 	go run ./tools/benchreport -in "" -river bench-river.out -out docs/performance.md -db "$(DATABASE_URL)"

@@ -13,6 +13,15 @@
 # 50000), BENCH_RIVER_FLAGS / BENCH_OUTBOX_FLAGS (extra flags for bench/river/cmd/riverbench and
 # bench/outboxbench).
 #
+# Scale curve (SPEC R-DP-9, issue 40 item 4), when BENCH_RIVER_CURVE=1 (the default): in each of
+# the first BENCH_CURVE_ROUNDS rounds (default 1), P-1 with 1, 2 and 4 dispatcher connections
+# (outboxbench -workers W) and 1 and 4 destinations (-destinations D: each event has D
+# deliveries), each right after its River counterpart (riverbench -mode backlog -pool-conns W
+# -jobs-per-event D: a pool of W connections, poll-only, D jobs per event); BENCH_CURVE_N events
+# per run (default 5000). Their RESULT lines carry label=curve, so tools/benchreport keeps them
+# out of the P-1 figures and renders them as the "Scale curve" table; their budget lines are not
+# collected.
+#
 # Besides the RESULT lines, outboxbench's BUDGET / STMT / FUNC lines (HP-6 per-statement budget)
 # are collected, each tagged with its round.
 #
@@ -25,6 +34,9 @@ out=${1:?usage: scripts/bench-river.sh OUT}
 n=${BENCH_RIVER_N:-20000}
 rounds=${BENCH_RIVER_ROUNDS:-3}
 p6n=${BENCH_P6_N:-50000}
+curve=${BENCH_RIVER_CURVE:-1}
+curven=${BENCH_CURVE_N:-5000}
+curverounds=${BENCH_CURVE_ROUNDS:-1}
 payload=${BENCH_RIVER_PAYLOAD:-400}
 
 mkdir -p "$top/bin"
@@ -35,7 +47,7 @@ echo "bench-river: building bench/river (River module) and bench/outboxbench" >&
 
 cpu=$(grep -m1 '^model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//' || true)
 {
-  echo "# scripts/bench-river.sh $(date -u '+%Y-%m-%d %H:%M UTC'): n=$n rounds=$rounds payload=$payload"
+  echo "# scripts/bench-river.sh $(date -u '+%Y-%m-%d %H:%M UTC'): n=$n rounds=$rounds payload=$payload$([ "$curve" = 1 ] && echo " curve_n=$curven curve_rounds=$curverounds")"
   echo "MACHINE $(nproc) cores${cpu:+, $cpu}, load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?') at start"
 } > "$out"
 
@@ -49,6 +61,15 @@ step() { # step ROUND CMD -server URL -mode MODE ...: one measurement, its lines
   # with their query text)
   grep -E '^(RESULT|BUDGET|STMT|CSTMT|FUNC) ' <<<"$res" | sed -E "s/^((RESULT|BUDGET|STMT|CSTMT|FUNC) [^ ]+ [^ ]+)/\1 round=$r/" >> "$out"
   grep '^RESULT ' <<<"$res" >&2
+}
+
+curve_step() { # curve_step ROUND CMD ...: one scale-curve measurement; only its RESULT line is kept
+  local r=$1; shift
+  echo "bench-river: round $r: curve: $(basename "$1") ${*:4}" >&2
+  local res
+  res=$("$@") || { echo "bench-river: failed: $*" >&2; exit 1; }
+  grep -q '^RESULT .* label=curve' <<<"$res" || { echo "bench-river: no RESULT line with label=curve: $*" >&2; exit 1; }
+  grep '^RESULT ' <<<"$res" | sed -E "s/^(RESULT [^ ]+ [^ ]+)/\1 round=$r/" | tee -a "$out" >&2
 }
 
 # P-6 (append_events vs InsertMany) lands from another branch: run it only when both binaries
@@ -106,6 +127,18 @@ for r in $(seq 1 "$rounds"); do
       step "$r" "$top/bin/riverbench" -server "$DATABASE_URL" -mode "$m" -n "$p3n" -payload "$payload" ${BENCH_RIVER_FLAGS:-}
       # shellcheck disable=SC2086
       step "$r" "$top/bin/outboxbench" -server "$DATABASE_URL" -mode "$m" -n "$p3n" -payload "$payload" ${BENCH_OUTBOX_FLAGS:-}
+    done
+  fi
+  if [ "$curve" = 1 ] && [ "$r" -le "$curverounds" ]; then
+    for d in 1 4; do
+      for w in 1 2 4; do
+        # shellcheck disable=SC2086
+        curve_step "$r" "$top/bin/riverbench" -server "$DATABASE_URL" -mode backlog -n "$curven" -payload "$payload" \
+          -pool-conns "$w" -jobs-per-event "$d" -label curve ${BENCH_RIVER_FLAGS:-}
+        # shellcheck disable=SC2086
+        curve_step "$r" "$top/bin/outboxbench" -server "$DATABASE_URL" -mode p1 -n "$curven" -payload "$payload" \
+          -workers "$w" -destinations "$d" -label curve ${BENCH_OUTBOX_FLAGS:-}
+      done
     done
   fi
 done

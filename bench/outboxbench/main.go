@@ -64,6 +64,9 @@ type options struct {
 	cpuProfile                                    string
 	dispatcherBin                                 string
 	flush                                         time.Duration
+	// scale curve (SPEC R-DP-9): destinations per event (p1/p2) and a label for the RESULT line
+	destinations int
+	label        string
 }
 
 func main() {
@@ -71,7 +74,9 @@ func main() {
 	flag.StringVar(&o.server, "server", os.Getenv("DATABASE_URL"), "superuser URL of the cluster's maintenance database")
 	flag.StringVar(&o.dbName, "db", "pgoutbox_bench_sbs", "database to (re)create and migrate")
 	flag.StringVar(&o.mode, "mode", "p1", "p1 (pre-appended backlog), p2 (producers appending concurrently), p6 (appends only), p3 or p3c (end to end over HTTP: dispatcher + consumer kit; backlog / concurrent appends), ceiling (P-8: the bare write set of a delivery's life in plain SQL, no checks)")
-	flag.IntVar(&o.n, "n", 5000, "events (one delivery each)")
+	flag.IntVar(&o.n, "n", 5000, "events (one delivery per destination each)")
+	flag.IntVar(&o.destinations, "destinations", 1, "p1/p2: mandatory destinations per event (1: the reference release's metering_input_processor; N > 1 adds N-1 destinations of the same kind, so each event has N deliveries)")
+	flag.StringVar(&o.label, "label", "", "a label=… key on the RESULT line (scripts/bench-river.sh: curve, for the scale curve's runs, kept apart from the P-1 figures)")
 	flag.IntVar(&o.payload, "payload", 400, "size in bytes of each event's payload object (River comparison: 400; product's usual: 1024)")
 	flag.IntVar(&o.workers, "workers", 2, "dispatcher worker connections")
 	flag.IntVar(&o.batch, "batch", 100, "claim batch size")
@@ -143,6 +148,13 @@ func run(ctx context.Context, o options) (string, error) {
 	default:
 		return "", fmt.Errorf("unknown -mode %q (p1, p2, p6, p3, p3c or ceiling)", o.mode)
 	}
+	if o.destinations < 1 || (o.destinations > 1 && o.mode != "p1" && o.mode != "p2") {
+		return "", fmt.Errorf("-destinations %d: at least 1, and more than 1 only in modes p1 and p2", o.destinations)
+	}
+	if strings.ContainsAny(o.label, " =\t\n") {
+		return "", fmt.Errorf("-label %q: no spaces or '='", o.label)
+	}
+	dests := destinationNames(o.destinations)
 	dsn, err := reference.FreshDatabase(ctx, o.server, o.dbName)
 	if err != nil {
 		return "", err
@@ -169,7 +181,7 @@ func run(ctx context.Context, o options) (string, error) {
 	if o.mode == "ceiling" { // plain SQL in a schema of its own; no kernel function runs
 		return ceiling(ctx, admin, dsn, o)
 	}
-	if err := activateReference(ctx, dsn); err != nil {
+	if err := activateRelease(ctx, dsn, dests); err != nil {
 		return "", err
 	}
 
@@ -258,7 +270,7 @@ func run(ctx context.Context, o options) (string, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := work(wctx, conn, "sbs-"+strconv.Itoa(w), o, &producing, timedClaim, func(outs []itemOutcome) error {
+			err := work(wctx, conn, "sbs-"+strconv.Itoa(w), dests, o, &producing, timedClaim, func(outs []itemOutcome) error {
 				for _, r := range outs {
 					switch r.Outcome {
 					case "complete":
@@ -307,16 +319,23 @@ func run(ctx context.Context, o options) (string, error) {
 		return "", err
 	}
 	if sum.Events != int64(o.n) || sum.Published != int64(o.n) || sum.FullyAcked != int64(o.n) || sum.NonTerminal != 0 ||
-		sum.OpenAttempts != 0 || acked.Load() != int64(o.n) {
-		return "", fmt.Errorf("incomplete run: %+v, acked %d, want %d events", sum, acked.Load(), o.n)
+		sum.OpenAttempts != 0 || acked.Load() != int64(o.n*len(dests)) {
+		return "", fmt.Errorf("incomplete run: %+v, acked %d, want %d events of %d deliveries", sum, acked.Load(), o.n, len(dests))
+	}
+	// events published per second: with one destination the acks that completed (as before);
+	// with several, every ack's outcome is "complete", so the n events (all published, checked
+	// above) over the same time
+	pubRate := rate(published.Load(), elapsed)
+	if len(dests) > 1 {
+		pubRate = rate(int64(o.n), elapsed)
 	}
 	kv := []string{
 		"deliveries_per_sec=" + rate(acked.Load(), elapsed),
-		"events_published_per_sec=" + rate(published.Load(), elapsed),
+		"events_published_per_sec=" + pubRate,
 		"events=" + strconv.Itoa(o.n),
 		"elapsed_s=" + strconv.FormatFloat(elapsed.Seconds(), 'f', 3, 64),
 		"payload_bytes=" + strconv.Itoa(o.payload),
-		"destinations=1",
+		"destinations=" + strconv.Itoa(len(dests)),
 		"workers=" + strconv.Itoa(o.workers),
 		"batch=" + strconv.Itoa(o.batch),
 		"ack=" + ackMode,
@@ -332,6 +351,9 @@ func run(ctx context.Context, o options) (string, error) {
 	if o.mode == "p2" {
 		kv = append(kv, "producers="+strconv.Itoa(o.producers), "tx_size="+strconv.Itoa(o.txSize),
 			"appended_per_sec="+rate(int64(o.n), appendDur))
+	}
+	if o.label != "" {
+		kv = append(kv, "label="+o.label)
 	}
 	return strings.Join(append([]string{"RESULT pgoutbox " + o.mode + " " + strings.Join(kv, " ")}, budgetLines...), "\n"), nil
 }
@@ -426,12 +448,12 @@ func appendAll(ctx context.Context, prods []*pgx.Conn, o options) (time.Duration
 
 // work is one dispatcher worker: claim a batch, build each delivery's receipt and ack in Go,
 // acknowledge the batch, until nothing is left to claim and no producer is running.
-func work(ctx context.Context, conn *pgx.Conn, worker string, o options, producing *atomic.Bool,
+func work(ctx context.Context, conn *pgx.Conn, worker string, dests []string, o options, producing *atomic.Bool,
 	timed func(time.Duration, int), done func([]itemOutcome) error) error {
 	for {
 		running := producing.Load() // read before the claim: an empty claim after the producers finished ends the worker
 		t0 := time.Now()
-		cs, err := pgcall.ClaimDeliveries(ctx, conn, pgcall.ClaimParams{Worker: worker, Destinations: []string{destination},
+		cs, err := pgcall.ClaimDeliveries(ctx, conn, pgcall.ClaimParams{Worker: worker, Destinations: dests,
 			BatchSize: o.batch, Lease: o.lease})
 		if err != nil {
 			return err

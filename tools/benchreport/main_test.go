@@ -243,3 +243,55 @@ func mustParse(t *testing.T, in string) sideBySide {
 	}
 	return s
 }
+
+const curveSample = `# scripts/bench-river.sh 2026-12-06 11:00 UTC: n=5000 rounds=2 payload=400 curve_n=2000 curve_rounds=2
+RESULT river backlog jobs_per_sec=10000.0 jobs=5000 round=1
+RESULT pgoutbox p1 deliveries_per_sec=5000.0 events_published_per_sec=5000.0 events=5000 workers=2 destinations=1 round=1
+RESULT river backlog round=1 jobs_per_sec=2000.0 jobs=2000 pool_conns=1 jobs_per_event=1 max_workers=2000 label=curve
+RESULT pgoutbox p1 round=1 deliveries_per_sec=1000.0 events_published_per_sec=1000.0 events=2000 workers=1 destinations=1 label=curve
+RESULT river backlog round=1 jobs_per_sec=3000.0 jobs=2000 pool_conns=2 jobs_per_event=1 label=curve
+RESULT pgoutbox p1 round=1 deliveries_per_sec=1800.0 events_published_per_sec=1800.0 events=2000 workers=2 destinations=1 label=curve
+RESULT river backlog round=1 jobs_per_sec=3000.0 jobs=2000 pool_conns=4 jobs_per_event=1 label=curve
+RESULT pgoutbox p1 round=1 deliveries_per_sec=2000.0 events_published_per_sec=2000.0 events=2000 workers=4 destinations=1 label=curve
+RESULT river backlog round=1 jobs_per_sec=4000.0 jobs=8000 pool_conns=1 jobs_per_event=4 label=curve
+RESULT pgoutbox p1 round=1 deliveries_per_sec=2000.0 events_published_per_sec=500.0 events=2000 workers=1 destinations=4 label=curve
+RESULT river backlog round=2 jobs_per_sec=2000.0 jobs=2000 pool_conns=1 jobs_per_event=1 label=curve
+RESULT pgoutbox p1 round=2 deliveries_per_sec=1500.0 events_published_per_sec=1500.0 events=2000 workers=1 destinations=1 label=curve
+`
+
+// The scale curve's label=curve lines stay out of the P-1 figures and fill the "Scale curve"
+// table: one row per (connections, destinations), sorted by destinations then connections,
+// the median (min–max) over the rounds, each side's speed-up against its own 1-connection
+// median and the per-pair ratio (deliveries/s over jobs/s).
+func TestScaleCurve(t *testing.T) {
+	s, err := parseSideBySide(strings.NewReader(curveSample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.results) != 2 || len(s.curve) != 10 {
+		t.Fatalf("parsed %d results and %d curve lines, want 2 and 10", len(s.results), len(s.curve))
+	}
+	var b strings.Builder
+	renderSideBySide(&b, s, nil)
+	out := b.String()
+	for _, want := range []string{
+		// P-1 is the unlabelled pair only
+		"| P-1 dispatch of a pre-appended backlog | 1 | 10000 worked jobs/s | 5000 deliveries/s | 5000 | 0.50 |",
+		"### Scale curve: P-1 by connections and destinations (R-DP-9)\n",
+		"backlog of 2000 events per run",
+		"MaxWorkers 2000",
+		"| connections | destinations | pairs | River jobs/s | River vs 1 conn | pgoutbox deliveries/s | pgoutbox events/s | pgoutbox vs 1 conn | pgoutbox / River |",
+		"| 1 | 1 | 2 | 2000 (2000–2000) | 1.00× | 1250 (1000–1500) | 1250 (1000–1500) | 1.00× | **0.62** (0.50–0.75) |\n| 2 | 1 | 1 | 3000 | 1.50× | 1800 | 1800 | 1.44× | **0.60** |\n| 4 | 1 | 1 | 3000 | 1.50× | 2000 | 2000 | 1.60× | **0.67** |\n| 1 | 4 | 1 | 4000 | 1.00× | 2000 | 500 | 1.00× | **0.50** |\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	// without curve lines, no curve section
+	s.curve = nil
+	b.Reset()
+	renderSideBySide(&b, s, nil)
+	if strings.Contains(b.String(), "Scale curve") {
+		t.Errorf("a run without curve lines renders a curve section:\n%s", b.String())
+	}
+}

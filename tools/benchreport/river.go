@@ -29,6 +29,9 @@ func (r sbsResult) num(key string) (float64, bool) {
 type sideBySide struct {
 	header, machine, machineEnd string
 	results                     []sbsResult
+	// the scale curve's RESULT lines (label=curve, SPEC R-DP-9), kept out of results so they
+	// never enter the P-1 figures
+	curve []sbsResult
 	// the per-statement budget of outboxbench (HP-6): BUDGET, STMT and FUNC lines; CSTMT: the
 	// consumer database's statements of p3/p3c
 	budget, stmts, funcs, cstmts []sbsResult
@@ -75,7 +78,11 @@ func parseSideBySide(r io.Reader) (sideBySide, error) {
 			s.machine = strings.TrimPrefix(line, "MACHINE ")
 		case strings.HasPrefix(line, "RESULT "):
 			if res, ok := parseKV(line); ok {
-				s.results = append(s.results, res)
+				if res.kv["label"] == curveLabel {
+					s.curve = append(s.curve, res)
+				} else {
+					s.results = append(s.results, res)
+				}
 			}
 		case strings.HasPrefix(line, "BUDGET "):
 			if res, ok := parseKV(line); ok {
@@ -354,6 +361,7 @@ func renderSideBySide(b *strings.Builder, s sideBySide, settings [][2]string) {
 	renderLatencyWAL(b, s)
 	renderP3CPU(b, s)
 	renderBudget(b, s)
+	renderCurve(b, s)
 }
 
 // renderP3CPU is P-5 for the end-to-end runs (issue 36 item 5): the Go CPU per delivery of each

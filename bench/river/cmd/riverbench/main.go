@@ -46,6 +46,9 @@ type options struct {
 	timeout                  time.Duration
 	keep, verbose            bool
 	p3Workers, consumerConns int
+	// scale curve (SPEC R-DP-9): pool size, jobs per event (backlog) and a RESULT label
+	poolConns, jobsPerEvent int
+	label                   string
 }
 
 func main() {
@@ -65,6 +68,9 @@ func main() {
 	flag.BoolVar(&o.verbose, "v", false, "River's log on stderr (warnings and up)")
 	flag.IntVar(&o.p3Workers, "p3-workers", 64, "MaxWorkers in modes p3/p3c (the pgoutbox dispatcher's concurrency)")
 	flag.IntVar(&o.consumerConns, "consumer-conns", 16, "connections of the consumer's pool in modes p3/p3c")
+	flag.IntVar(&o.poolConns, "pool-conns", 0, "backlog: MaxConns of the client's pgxpool, and the client in poll-only mode (no LISTEN connection held), so the pool is all River works with (scale curve); 0: pgx defaults, LISTEN/NOTIFY on")
+	flag.IntVar(&o.jobsPerEvent, "jobs-per-event", 1, "backlog: jobs inserted per event, side by side in the same InsertMany batch (the counterpart of an event with that many destinations); -n counts events")
+	flag.StringVar(&o.label, "label", "", "a label=… key on the RESULT line (scripts/bench-river.sh: curve, for the scale curve's runs)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -109,6 +115,13 @@ func run(ctx context.Context, o options) (string, error) {
 	default:
 		return "", fmt.Errorf("unknown -mode %q (backlog, concurrent, insertmany, p3 or p3c)", o.mode)
 	}
+	if o.poolConns < 0 || o.jobsPerEvent < 1 || ((o.poolConns != 0 || o.jobsPerEvent != 1) && o.mode != "backlog") {
+		return "", fmt.Errorf("-pool-conns %d -jobs-per-event %d: only mode backlog takes them (pool-conns ≥ 0, jobs-per-event ≥ 1)", o.poolConns, o.jobsPerEvent)
+	}
+	if strings.ContainsAny(o.label, " =\t\n") {
+		return "", fmt.Errorf("-label %q: no spaces or '='", o.label)
+	}
+	jobs := o.n * o.jobsPerEvent // jobs to work
 	p3 := o.mode == "p3" || o.mode == "p3c"
 	dsn, err := freshDatabase(ctx, o.server, o.dbName)
 	if err != nil {
@@ -117,8 +130,16 @@ func run(ctx context.Context, o options) (string, error) {
 	if !o.keep {
 		defer func() { _ = dropDatabase(context.Background(), o.server, o.dbName) }()
 	}
-	// The pool as River's CLI opens it: pgx defaults (max(4, NumCPU) connections).
-	pool, err := pgxpool.New(ctx, dsn)
+	// The pool as River's CLI opens it: pgx defaults (max(4, NumCPU) connections); -pool-conns
+	// fixes its size.
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return "", err
+	}
+	if o.poolConns > 0 {
+		pcfg.MaxConns = int32(o.poolConns)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return "", err
 	}
@@ -152,6 +173,7 @@ func run(ctx context.Context, o options) (string, error) {
 		FetchCooldown:     o.fetchCooldown,
 		FetchPollInterval: o.fetchPoll,
 		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+		PollOnly:          o.poolConns > 0, // a LISTEN connection would hold one of the few
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
 		Workers:           workers,
 	})
@@ -159,7 +181,7 @@ func run(ctx context.Context, o options) (string, error) {
 		return "", err
 	}
 	events, cancelSub := client.SubscribeConfig(&river.SubscribeConfig{
-		ChanSize: o.n + 1000, // never drop a completion: the count decides the end of the run
+		ChanSize: jobs + 1000, // never drop a completion: the count decides the end of the run
 		Kinds:    []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled},
 	})
 	defer cancelSub()
@@ -175,9 +197,9 @@ func run(ctx context.Context, o options) (string, error) {
 	if o.mode == "backlog" || o.mode == "p3" {
 		const insertBatch = 5000 // as River's benchmark
 		batch := make([]river.InsertManyParams, 0, insertBatch)
-		for i := 1; i <= o.n; i++ {
+		for i := 1; i <= jobs; i++ {
 			batch = append(batch, river.InsertManyParams{Args: mkArgs(i)})
-			if len(batch) == insertBatch || i == o.n {
+			if len(batch) == insertBatch || i == jobs {
 				if _, err := client.InsertMany(ctx, batch); err != nil {
 					return "", fmt.Errorf("insert backlog: %w", err)
 				}
@@ -213,7 +235,7 @@ func run(ctx context.Context, o options) (string, error) {
 
 	var worked, failed int
 	var last time.Time
-	for worked+failed < o.n {
+	for worked+failed < jobs {
 		select {
 		case ev := <-events:
 			if ev == nil {
@@ -229,7 +251,7 @@ func run(ctx context.Context, o options) (string, error) {
 			}
 			last = time.Now()
 		case <-ctx.Done():
-			return "", fmt.Errorf("after %d of %d jobs: %w", worked, o.n, ctx.Err())
+			return "", fmt.Errorf("after %d of %d jobs: %w", worked, jobs, ctx.Err())
 		}
 	}
 	elapsed := last.Sub(start)
@@ -249,8 +271,8 @@ func run(ctx context.Context, o options) (string, error) {
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE state = 'completed'").Scan(&completed); err != nil {
 		return "", err
 	}
-	if completed != o.n {
-		return "", fmt.Errorf("river_job holds %d completed jobs, want %d", completed, o.n)
+	if completed != jobs {
+		return "", fmt.Errorf("river_job holds %d completed jobs, want %d", completed, jobs)
 	}
 	var argBytes float64
 	if err := pool.QueryRow(ctx, "SELECT avg(octet_length(args::text))::float8 FROM river_job").Scan(&argBytes); err != nil {
@@ -268,6 +290,12 @@ func run(ctx context.Context, o options) (string, error) {
 		"fetch_cooldown=" + o.fetchCooldown.String(),
 		"fetch_poll=" + o.fetchPoll.String(),
 		"gomaxprocs=" + strconv.Itoa(runtime.GOMAXPROCS(0)),
+		"jobs_per_event=" + strconv.Itoa(o.jobsPerEvent),
+		"events_per_sec=" + strconv.FormatFloat(float64(worked)/float64(o.jobsPerEvent)/elapsed.Seconds(), 'f', 1, 64),
+		"poll_only=" + strconv.FormatBool(o.poolConns > 0),
+	}
+	if o.label != "" {
+		kv = append(kv, "label="+o.label)
 	}
 	if p3 {
 		rows, err := cons.rows(ctx)
