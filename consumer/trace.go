@@ -4,8 +4,6 @@ import (
 	"context"
 	"net/http"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oceanway/pgoutbox/tracing"
@@ -29,8 +27,8 @@ func traceHeaders(h http.Header) (traceparent, tracestate string) {
 
 // traceLogAttrs is the producer's trace id for the kit's log lines, none without one.
 func traceLogAttrs(d wire.Delivery) []any {
-	if sc, ok := tracing.SpanContext(d.TraceParent, d.TraceState); ok {
-		return []any{"trace_id", sc.TraceID().String()}
+	if id, ok := tracing.TraceID(d.TraceParent, d.TraceState); ok {
+		return []any{"trace_id", id}
 	}
 	return nil
 }
@@ -40,23 +38,12 @@ func traceLogAttrs(d wire.Delivery) []any {
 // server's context holds (an HTTP server instrumentation), else a new root, and it LINKS to the
 // producer's context: a retry days later is not a child of the append.
 func handlingSpan(ctx context.Context, d wire.Delivery) (context.Context, trace.Span) {
-	return tracing.Tracer(nil).Start(ctx, HandlingSpanName, tracing.LinkOptions(d.TraceParent, d.TraceState,
-		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(
-			attribute.String("pgoutbox.destination", d.Destination),
-			attribute.String("pgoutbox.consumer", d.ConsumerName),
-			attribute.String("pgoutbox.event_id", d.EventID),
-			attribute.String("pgoutbox.attempt_id", d.AttemptID),
-			attribute.Int("pgoutbox.attempt_number", d.AttemptNumber),
-		))...)
+	return tracing.Tracer(nil).Start(ctx, HandlingSpanName,
+		tracing.DeliverySpanOptions(d, trace.WithSpanKind(trace.SpanKindConsumer))...)
 }
 
 // endHandlingSpan records the kit's answer on the span and ends it.
 func endHandlingSpan(span trace.Span, r wire.Result) {
-	span.SetAttributes(attribute.String("pgoutbox.answer", r.Status.String()))
-	if r.Status != wire.Acknowledged {
-		span.SetAttributes(attribute.String("pgoutbox.error_code", r.Code))
-		span.SetStatus(codes.Error, r.Code)
-	}
+	tracing.RecordResult(span, r)
 	span.End()
 }

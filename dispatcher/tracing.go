@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
@@ -21,8 +20,8 @@ const DeliverySpanName = "pgoutbox.deliver"
 // a delivery's log lines, so an operator can follow the delivery back to the request that
 // appended the event; nothing when the event has none.
 func withTraceLog(log *slog.Logger, r pgcall.ClaimedDelivery) *slog.Logger {
-	if sc, ok := tracing.SpanContext(r.TraceParent, r.TraceState); ok {
-		return log.With("trace_id", sc.TraceID().String())
+	if id, ok := tracing.TraceID(r.TraceParent, r.TraceState); ok {
+		return log.With("trace_id", id)
 	}
 	return log
 }
@@ -32,25 +31,14 @@ func withTraceLog(log *slog.Logger, r pgcall.ClaimedDelivery) *slog.Logger {
 // the delivery's identity as attributes and the answer as its status. With the default no-op
 // tracer provider it costs nothing.
 func (d *Dispatcher) deliverTraced(ctx context.Context, t transport.Transport, dl wire.Delivery) (wire.Result, error) {
-	ctx, span := d.tracer.Start(ctx, DeliverySpanName, tracing.LinkOptions(dl.TraceParent, dl.TraceState,
-		trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(
-			attribute.String("pgoutbox.destination", dl.Destination),
-			attribute.String("pgoutbox.consumer", dl.ConsumerName),
-			attribute.String("pgoutbox.event_id", dl.EventID),
-			attribute.String("pgoutbox.attempt_id", dl.AttemptID),
-			attribute.Int("pgoutbox.attempt_number", dl.AttemptNumber),
-		))...)
+	ctx, span := d.tracer.Start(ctx, DeliverySpanName,
+		tracing.DeliverySpanOptions(dl, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindProducer))...)
 	defer span.End()
 	res, err := safeDeliver(ctx, t, dl)
-	switch {
-	case err != nil:
+	if err != nil {
 		span.SetStatus(codes.Error, "transport error")
-	case res.Status == wire.Acknowledged:
-		span.SetAttributes(attribute.String("pgoutbox.answer", res.Status.String()))
-	default:
-		span.SetAttributes(attribute.String("pgoutbox.answer", res.Status.String()), attribute.String("pgoutbox.error_code", res.Code))
-		span.SetStatus(codes.Error, res.Code)
+	} else {
+		tracing.RecordResult(span, res)
 	}
 	return res, err
 }

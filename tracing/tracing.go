@@ -17,6 +17,8 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -67,6 +69,40 @@ func LinkOptions(traceparent, tracestate string, attrs ...trace.SpanStartOption)
 		attrs = append(attrs, trace.WithLinks(trace.Link{SpanContext: sc}))
 	}
 	return attrs
+}
+
+// DeliverySpanOptions returns the start options of a span around one delivery (the dispatcher's
+// delivery span, the consumer kit's handling span): opts, the delivery's identity as attributes
+// (no payload) and the link to the producer's context when the event carries one.
+func DeliverySpanOptions(d wire.Delivery, opts ...trace.SpanStartOption) []trace.SpanStartOption {
+	opts = append(opts, trace.WithAttributes(
+		attribute.String("pgoutbox.destination", d.Destination),
+		attribute.String("pgoutbox.consumer", d.ConsumerName),
+		attribute.String("pgoutbox.event_id", d.EventID),
+		attribute.String("pgoutbox.attempt_id", d.AttemptID),
+		attribute.Int("pgoutbox.attempt_number", d.AttemptNumber),
+	))
+	return LinkOptions(d.TraceParent, d.TraceState, opts...)
+}
+
+// RecordResult records a delivery's answer on its span: the answer, and for anything but an
+// acknowledgement its error code and an error status.
+func RecordResult(span trace.Span, r wire.Result) {
+	span.SetAttributes(attribute.String("pgoutbox.answer", r.Status.String()))
+	if r.Status != wire.Acknowledged {
+		span.SetAttributes(attribute.String("pgoutbox.error_code", r.Code))
+		span.SetStatus(codes.Error, r.Code)
+	}
+}
+
+// TraceID returns the hex trace id of a stored or received trace context for structured logs
+// (trace_id); ok is false without a valid one.
+func TraceID(traceparent, tracestate string) (string, bool) {
+	sc, ok := SpanContext(traceparent, tracestate)
+	if !ok {
+		return "", false
+	}
+	return sc.TraceID().String(), true
 }
 
 // Tracer returns pgoutbox's tracer from tp, or from the global provider when tp is nil.
