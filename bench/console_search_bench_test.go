@@ -4,8 +4,6 @@ package bench
 
 import (
 	"context"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -29,14 +27,7 @@ import (
 // overview call, as outbox_auditor through the Go wrappers. b.N is ignored (CONSOLE_REPS
 // repetitions, default 20).
 func BenchmarkConsoleSearch(b *testing.B) {
-	n := 1000000
-	if s := os.Getenv("CONSOLE_N"); s != "" {
-		n, _ = strconv.Atoi(s)
-	}
-	reps := 20
-	if s := os.Getenv("CONSOLE_REPS"); s != "" {
-		reps, _ = strconv.Atoi(s)
-	}
+	n, reps := envInt("CONSOLE_N", 1000000), envInt("CONSOLE_REPS", 20)
 	ctx := context.Background()
 	dsn, admin, total := consoleFixture(b, n)
 	var eventID, aggregate, corr, op string
